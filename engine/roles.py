@@ -1,0 +1,196 @@
+"""The model roles: typed inputs and outputs (pydantic, the I/O boundary) and one protocol each.
+
+Every role has a scripted, offline implementation (engine.scripted) and a real one on any
+LangChain chat model with structured output (engine.llm). The engine only sees these types.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "WindowMessage",
+    "ExtractionInput",
+    "ExtractedRecord",
+    "ExtractionOutput",
+    "TimeConstraint",
+    "QueryInput",
+    "ParsedQuery",
+    "RecordView",
+    "ConsolidationInput",
+    "ConsolidationDecision",
+    "TuneInput",
+    "TuneOutput",
+    "InductionInput",
+    "InductionOutput",
+    "Extractor",
+    "QueryParser",
+    "Consolidator",
+    "Tuner",
+    "ProfileInducer",
+    "ROLE_NAMES",
+]
+
+ROLE_NAMES = ("extractor", "query_parser", "consolidator", "tuner", "inducer", "chat")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WindowMessage(_Model):
+    """A message as the extractor sees it."""
+
+    id: int
+    role: str
+    speaker: str
+    content: str
+    at: datetime
+
+
+class ExtractionInput(_Model):
+    """One overlapping window: `context` messages are context only; records come from `new`."""
+
+    user_id: str
+    session_id: str
+    context: list[WindowMessage] = Field(default_factory=list)
+    new: list[WindowMessage]
+
+
+class ExtractedRecord(_Model):
+    """A record as the extractor proposes it (the engine stamps ids, times and validity)."""
+
+    content: str = Field(description="self-contained: pronouns resolved, relative times absolute")
+    memory_type: Literal["fact", "episodic", "profile"] = "fact"
+    tags: list[Literal["identity", "decision", "preference", "fact", "episode", "chat"]] = Field(
+        default_factory=lambda: ["fact"]
+    )
+    theme: str = ""
+    time: str | None = Field(
+        default=None, description="YYYY-MM-DD, YYYY-MM, YYYY, or START..END with those forms"
+    )
+    location: str | None = None
+    reason: str | None = None
+    purpose: str | None = None
+    keywords: list[str] = Field(default_factory=list)
+    source_ids: list[int] = Field(default_factory=list, description="ids of the new messages it rests on")
+    speaker: str = "user"
+
+
+class ExtractionOutput(_Model):
+    records: list[ExtractedRecord] = Field(default_factory=list)
+
+
+class TimeConstraint(_Model):
+    """A query's time constraint, resolved to absolute bounds."""
+
+    op: Literal["on", "before", "after", "around", "between"]
+    start: datetime
+    end: datetime
+    granularity: Literal["instant", "day", "month", "year", "range"] = "day"
+    text: str = ""
+
+
+class QueryInput(_Model):
+    text: str
+    now: datetime
+    speaker: str | None = None
+
+
+class ParsedQuery(_Model):
+    """A question parsed into the records' dimensions."""
+
+    text: str
+    anchor: str = ""
+    keywords: list[str] = Field(default_factory=list)
+    target_types: list[Literal["fact", "episodic", "profile"]] = Field(default_factory=list)
+    time: TimeConstraint | None = None
+    location: str | None = None
+    needs_assistant: bool = False
+    answer_dimension: str | None = None  # time | location | reason | purpose | content
+
+
+class RecordView(_Model):
+    """A record as a role sees it (no internal bookkeeping)."""
+
+    id: int | None = None
+    content: str
+    memory_type: str
+    tags: list[str] = Field(default_factory=list)
+    time: str | None = None
+    location: str | None = None
+    reason: str | None = None
+    purpose: str | None = None
+    keywords: list[str] = Field(default_factory=list)
+    theme: str = ""
+
+
+class ConsolidationInput(_Model):
+    new: RecordView
+    existing: RecordView
+    cosine: float
+
+
+class ConsolidationDecision(_Model):
+    action: Literal["MERGE", "SUPERSEDE", "KEEP_BOTH"]
+    merged_content: str | None = None
+    reason: str = ""
+
+
+class TuneInput(_Model):
+    theme: str
+    samples: list[str] = Field(default_factory=list)
+    current: dict[str, float] = Field(default_factory=dict)
+
+
+class TuneOutput(_Model):
+    """Weights for a theme. The engine validates and repairs (sums to 1, ranges) and logs it."""
+
+    alpha: float
+    beta: float
+    gamma: float
+    delta: float = 0.0
+    w0: float = 0.1
+    w1: float = 0.8
+    w2: float = 0.1
+    rationale: str = ""
+
+
+class InductionInput(_Model):
+    profile: dict[str, list[str]] = Field(default_factory=dict)
+    records: list[RecordView]
+
+
+class InductionOutput(_Model):
+    """Values to add to (and stale values to remove from) each profile field."""
+
+    add: dict[str, list[str]] = Field(default_factory=dict)
+    remove: dict[str, list[str]] = Field(default_factory=dict)
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    def extract(self, inp: ExtractionInput) -> ExtractionOutput: ...
+
+
+@runtime_checkable
+class QueryParser(Protocol):
+    def parse(self, inp: QueryInput) -> ParsedQuery: ...
+
+
+@runtime_checkable
+class Consolidator(Protocol):
+    def decide(self, inp: ConsolidationInput) -> ConsolidationDecision: ...
+
+
+@runtime_checkable
+class Tuner(Protocol):
+    def tune(self, inp: TuneInput) -> TuneOutput: ...
+
+
+@runtime_checkable
+class ProfileInducer(Protocol):
+    def induct(self, inp: InductionInput) -> InductionOutput: ...

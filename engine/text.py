@@ -1,0 +1,187 @@
+"""Text for retrieval: one tokeniser for English and Chinese, used by the index and the queries.
+
+FTS5's unicode61 tokenizer keeps a run of Chinese characters as one token (北京 would not match
+我住在北京朝阳区), so Chinese is segmented into words with jieba before indexing and querying;
+the index then stores space-separated tokens and unicode61 splits on the spaces.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+
+__all__ = [
+    "tokenize",
+    "content_tokens",
+    "index_text",
+    "fts_query",
+    "is_cjk",
+    "has_cjk",
+    "jaccard",
+    "normalize",
+    "STOPWORDS",
+    "keywords",
+    "split_sentences",
+    "split_clauses",
+]
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+
+STOPWORDS: frozenset[str] = frozenset(
+    """a an the and or but if of at by for with about against between into through during before after
+    above below to from up down in out on off over under again further then once here there when where why
+    how all any both each few more most other some such no nor not only own same so than too very s t can
+    will just don should now i me my myself we our ours ourselves you your yours yourself yourselves he him
+    his himself she her hers herself it its itself they them their theirs themselves what which who whom
+    this that these those am is are was were be been being have has had having do does did doing would
+    could ought i'm you're he's she's it's we're they're i've you've we've they've i'd you'd he'd she'd
+    we'd they'd i'll you'll he'll she'll we'll they'll isn't aren't wasn't weren't hasn't haven't hadn't
+    doesn't don't didn't won't wouldn't shan't shouldn't can't cannot couldn't mustn't let's that's who's
+    what's here's there's when's where's why's how's also yes yeah oh ok okay hi hey hello thanks thank
+    really just like get got go going went us im ive id dont didnt cant wont lol
+    的 了 和 是 在 我 你 他 她 它 我们 你们 他们 这 那 也 都 就 吗 呢 吧 啊 哦 嗯 与 及 或 一个 有 没有 不 很 还 要 会
+    """.split()
+)
+
+_jieba_lock = threading.Lock()
+_jieba = None
+
+
+def _segmenter():
+    """jieba, imported and initialised once (it prints to stderr on first use; silence that)."""
+    global _jieba
+    if _jieba is None:
+        with _jieba_lock:
+            if _jieba is None:
+                import jieba
+
+                jieba.setLogLevel(logging.WARNING)
+                jieba.initialize()
+                _jieba = jieba
+    return _jieba
+
+
+def normalize(text: str) -> str:
+    """NFKC, lower case, invalid surrogates dropped."""
+    text = text.encode("utf-8", "ignore").decode("utf-8") if _has_surrogates(text) else text
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def is_cjk(token: str) -> bool:
+    return bool(token) and all(_CJK.match(ch) for ch in token)
+
+
+def tokenize(text: str) -> list[str]:
+    """Word tokens in order: Latin/digit words lower-cased, Chinese runs segmented by jieba."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(normalize(text)):
+        tok = match.group(0).replace("’", "'")
+        if _CJK.match(tok):
+            out.extend(w for w in _segmenter().lcut(tok) if w.strip())
+        else:
+            out.append(tok)
+    return out
+
+
+def content_tokens(text: str) -> list[str]:
+    """Tokens without stopwords (and without possessive 's), for keywords and overlap."""
+    out = []
+    for tok in tokenize(text):
+        if tok.endswith("'s"):
+            tok = tok[:-2]
+        if tok and tok not in STOPWORDS:
+            out.append(tok)
+    return out
+
+
+def index_text(text: str) -> str:
+    """The text as FTS5 should index it: space-separated tokens (Chinese segmented)."""
+    return " ".join(tokenize(text))
+
+
+def fts_query(text: str, *, max_terms: int = 64) -> str | None:
+    """A safe FTS5 MATCH expression: the query's content tokens, each quoted, OR-ed.
+
+    Every token is wrapped in double quotes (inner quotes doubled), so FTS5 syntax in user text
+    (NEAR, *, -, column filters, parentheses) is inert. None when nothing is searchable.
+    """
+    terms = list(dict.fromkeys(content_tokens(text)))[:max_terms]
+    if not terms:
+        terms = list(dict.fromkeys(tokenize(text)))[:max_terms]
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    """|A ∩ B| / |A ∪ B| over normalised strings (0 when both are empty)."""
+    sa = {normalize(x).strip() for x in a if x and x.strip()}
+    sb = {normalize(x).strip() for x in b if x and x.strip()}
+    if not sa and not sb:
+        return 0.0
+    return len(sa & sb) / len(sa | sb)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
+_CLAUSE_SPLIT = re.compile(r"[,，]\s*(?:and\s+|but\s+|then\s+|also\s+)|\s+(?:but|and then|and also)\s+|[，,]\s*(?=(?:而且|但是|但|然后|还|并且|另外))")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of an English or Chinese text (ends at . ! ? 。！？ ; or a newline), stripped.
+
+    A period between digits ("3.5", "v1.2") or after a one-letter initial does not end a sentence.
+    """
+    protected = re.sub(r"(?<=\d)\.(?=\d)", "\u2024", text or "")
+    protected = re.sub(r"\b(Mr|Mrs|Ms|Dr|St|e\.g|i\.e|vs|etc)\.", lambda m: m.group(0).replace(".", "\u2024"), protected)
+    parts = _SENTENCE_END.split(protected)
+    return [p.replace("\u2024", ".").strip() for p in parts if p and p.strip()]
+
+
+_LEADING_CONJUNCTION = re.compile(r"^(?:(?:and|but|so|then|also)\s+|(?:而且|但是|但|然后|并且|另外|还有))", re.I)
+
+
+def split_clauses(sentence: str) -> list[str]:
+    """A sentence cut at coordinating joints (", and", ", but", "，而且"), conjunctions dropped."""
+    parts = (_LEADING_CONJUNCTION.sub("", p.strip(" ,，")).strip(" ,，") for p in _CLAUSE_SPLIT.split(sentence) if p)
+    return [p for p in parts if p]
+
+
+def keywords(text: str, *, limit: int = 8, extra: Iterable[str] = ()) -> list[str]:
+    """Up to `limit` content words, names and numbers first, then by frequency, then by order.
+
+    Capitalised words in the original text (names, places) and tokens containing digits (order
+    numbers, card tails) rank first because they are what a later question names.
+    """
+    tokens = [t for t in content_tokens(text) if len(t) > 1 or is_cjk(t) or t.isdigit()]
+    if not tokens:
+        return list(dict.fromkeys(normalize(e) for e in extra))[:limit]
+    capitalised = {normalize(w) for w in re.findall(r"\b[A-Z][\w'’-]*", text or "")}
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for i, tok in enumerate(tokens):
+        counts[tok] = counts.get(tok, 0) + 1
+        first.setdefault(tok, i)
+    boosted = {normalize(e) for e in extra}
+
+    def rank(tok: str) -> tuple:
+        salient = tok in boosted or tok in capitalised or any(ch.isdigit() for ch in tok)
+        return (not salient, -counts[tok], first[tok])
+
+    ordered = sorted(counts, key=rank)
+    return ordered[:limit]
