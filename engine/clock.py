@@ -171,8 +171,8 @@ def format_duration(seconds: float) -> str:
     if s < 60:
         return f"{s:.0f} s"
     if s < 3600:
-        m = s / 60
-        return f"{m:.1f} min" if m < 10 else f"{m:.0f} min"
+        m = round(s / 60, 1)
+        return f"{m:g} min"
     if s < 86400:
         h = s / 3600
         return f"{h:.1f} h"

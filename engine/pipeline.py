@@ -121,6 +121,7 @@ class WorkingItem:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GateStatus:
     pending: int
+    mature: int
     oldest_age_seconds: float | None
     maturity: float
     slice_value: float
@@ -314,17 +315,24 @@ class MemoryEngine:
         return out
 
     def gate_status(self, user_id: str, session_id: str) -> GateStatus:
-        """The gate's numbers for this session now (what the next `prepare` would decide)."""
+        """The gate's numbers for this session now (what the next `prepare` would decide).
+
+        Maturity: M(age of the oldest pending message) against `slice_value`. Trigger: measured
+        over the mature prefix of the pending messages (what an event would extract), so one
+        gate opening extracts a batch and the gate closes again until another batch matures:
+        never an event every turn. An idle gap past the slice gate also opens it.
+        """
         cfg = self.config
         now = self.now()
         pending = self.pending(user_id, session_id)
         oldest = pending[0] if pending else None
         age = (now - oldest.created_at).total_seconds() if oldest else None
         mat = maturity(age, tau_m=cfg.tau_m, c_m=cfg.c_m) if age is not None else 0.0
+        mature = _mature_prefix(pending, now, cfg.slice_gate_seconds)
         if cfg.trigger == "messages":
-            value = float(len(pending))
+            value = float(len(mature))
         else:
-            tokens = float(sum(self.counter.count(m.content) for m in pending))
+            tokens = float(sum(self.counter.count(m.content) for m in mature))
             value = tokens if cfg.trigger == "tokens" else tokens / cfg.context_budget
         trigger_open = value >= cfg.trigger_threshold
         idle_gap = None
@@ -333,8 +341,8 @@ class MemoryEngine:
         idle_open = bool(cfg.idle_event and idle_gap is not None and idle_gap >= cfg.slice_gate_seconds)
         maturity_open = oldest is not None and mat >= cfg.slice_value
         return GateStatus(
-            pending=len(pending), oldest_age_seconds=age, maturity=float(mat), slice_value=cfg.slice_value,
-            maturity_open=maturity_open, trigger=cfg.trigger, trigger_value=value,
+            pending=len(pending), mature=len(mature), oldest_age_seconds=age, maturity=float(mat),
+            slice_value=cfg.slice_value, maturity_open=maturity_open, trigger=cfg.trigger, trigger_value=value,
             trigger_threshold=float(cfg.trigger_threshold), trigger_open=trigger_open, idle_gap_seconds=idle_gap,
             idle_open=idle_open, will_fire=maturity_open and (trigger_open or idle_open),
             slice_gate_seconds=cfg.slice_gate_seconds,
@@ -407,7 +415,7 @@ class MemoryEngine:
                 picked = [int(i) for i in stored]
         records = [r for r in self.store.get_records(user_id, picked) if r.is_current or cfg.include_history]
         replies = retrieval.assistant_replies if retrieval else {}
-        window = [w.message for w in self.working_memory(user_id, session_id)]
+        window = self._fit_window([w.message for w in self.working_memory(user_id, session_id)])
         prompt = build_prompt(core=cfg.core_prompt, profile=self.store.get_profile(user_id), records=records,
                               window=window, counter=self.counter, assistant_replies=replies)
         self._log(user_id, session_id, "inject", {
@@ -425,6 +433,26 @@ class MemoryEngine:
                                                          "at": now.isoformat()}, event_no=event_no)
         self.last_prompt = prompt
         return prompt, fired, event_no, retrieval
+
+    def _fit_window(self, window: list[Message]) -> list[Message]:
+        """The newest messages that fit the context budget (the current one always stays).
+
+        Messages left out are not lost: they are archived and, if pending, still extracted.
+        """
+        budget = self.config.context_budget
+        kept: list[Message] = []
+        used = 0
+        for m in reversed(window):
+            cost = self.counter.count_messages([{"content": m.content}])
+            if kept and used + cost > budget:
+                break
+            kept.append(m)
+            used += cost
+        kept.reverse()
+        # never open the window on a tool result whose call was cut off
+        while len(kept) > 1 and kept[0].role == "tool":
+            kept.pop(0)
+        return kept
 
     def _last_user_message(self, user_id: str, session_id: str) -> Message | None:
         for m in reversed(self.store.messages(user_id, session_id=session_id)):
@@ -484,12 +512,7 @@ class MemoryEngine:
         cursor = self.store.get_cursor(user_id, session_id, "extract")
         pending = self.store.messages(user_id, session_id=session_id, after_id=cursor)
         if mature_only:
-            # the mature prefix only: stop at the first immature message so the cursor never skips one
-            gate_age = cfg.slice_gate_seconds - 1e-9
-            n = 0
-            while n < len(pending) and (now - pending[n].created_at).total_seconds() >= gate_age:
-                n += 1
-            pending = pending[:n]
+            pending = _mature_prefix(pending, now, cfg.slice_gate_seconds)
         if not pending:
             self._log(user_id, log_session, "extract", {"session": session_id, "messages": 0, "records": 0},
                       event_no=event_no)
@@ -727,6 +750,15 @@ class MemoryEngine:
             for key in [k for k in self._turns if k[0] == user_id]:
                 del self._turns[key]
             return self.store.forget_user(user_id)
+
+
+def _mature_prefix(pending: Sequence[Message], now: datetime, gate_seconds: float) -> list[Message]:
+    """The leading pending messages old enough to slice; stops at the first immature one so a
+    cursor moved past them never skips a message."""
+    n = 0
+    while n < len(pending) and (now - pending[n].created_at).total_seconds() >= gate_seconds - 1e-9:
+        n += 1
+    return list(pending[:n])
 
 
 def _wm(m: Message) -> WindowMessage:

@@ -29,7 +29,11 @@ __all__ = [
 ]
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+_TOKEN = re.compile(
+    r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+    r"|[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+(?:['’][^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)*",
+    re.UNICODE,
+)
 
 STOPWORDS: frozenset[str] = frozenset(
     """a an the and or but if of at by for with about against between into through during before after
