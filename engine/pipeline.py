@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from .clock import Clock, VirtualClock, ensure_aware
 from .config import MemoryConfig, Weights, validate_weights
 from .embeddings import HashEmbeddings, embedder_name
-from .errors import ConfigError, MemlabError, ModelCallError
+from .errors import ClockError, ConfigError, MemlabError, ModelCallError
 from .forgetting import maturity
 from .injection import BuiltPrompt, build_prompt, render_record
 from .ledger import CallRecord, Ledger
@@ -230,6 +230,7 @@ class MemoryEngine:
         self._turns: Counter[tuple[str, str]] = Counter()
         self.last_prompt: BuiltPrompt | None = None
         self._collect: list[Event] | None = None
+        self._last_now: datetime | None = None
         self.last_retrieval: Retrieval | None = None
 
     # ------------------------------------------------------------------ config and time
@@ -240,7 +241,13 @@ class MemoryEngine:
             self.config = config
 
     def now(self) -> datetime:
-        return ensure_aware(self.clock.now(), what="clock.now()")
+        """The clock's time; a clock that moved backwards is an error, never silently accepted."""
+        t = ensure_aware(self.clock.now(), what="clock.now()")
+        if self._last_now is not None and t < self._last_now:
+            raise ClockError(f"the clock moved backwards from {self._last_now.isoformat()} to {t.isoformat()}; "
+                             "memory ages would go negative — use a clock that only moves forward")
+        self._last_now = t
+        return t
 
     # ------------------------------------------------------------------ logging helpers
     def _log(self, user_id: str, session_id: str, kind: str, payload: Mapping[str, Any], *,

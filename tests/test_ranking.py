@@ -1,0 +1,79 @@
+import pytest
+
+from engine.config import MemoryConfig, Weights
+from engine.ranking import Candidate, rank_candidates, sensitivity
+
+
+def cand(i, R, age=0.0, tags=("fact",), n=0, tokens=10):
+    from engine.forgetting import tag_union
+
+    return Candidate(record_id=i, R=R, age_seconds=age, u=tag_union(tags), n=n, tags=tags, tokens=tokens)
+
+
+CFG = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=())
+
+
+def test_top_k_by_score_with_breakdown():
+    cands = [cand(1, 0.1), cand(2, 0.9), cand(3, 0.5), cand(4, 0.7), cand(5, 0.0)]
+    rows, picked = rank_candidates(cands, config=CFG)
+    assert picked == [2, 4, 3]
+    assert [r.record_id for r in rows] == [2, 4, 3, 1, 5]
+    top = rows[0]
+    assert top.S == pytest.approx(top.parts["alpha_R"] + top.parts["beta_T"] + top.parts["gamma_F"] + top.parts["delta"],
+                                  abs=1e-5)
+    assert [r.verdict for r in rows] == ["picked", "picked", "picked", "near-miss", "near-miss"]
+    assert rows[3].why == "top-K"
+
+
+def test_floor_holds_a_seat():
+    cfg = MemoryConfig.from_preset("customer service", top_k=2, always_inject_types=("identity",))
+    cands = [cand(1, 1.0), cand(2, 0.9), cand(3, 0.0, tags=("identity",), age=1e7)]
+    rows, picked = rank_candidates(cands, config=cfg)
+    assert 3 in picked and len(picked) == 2
+    assert next(r for r in rows if r.record_id == 3).why == "floor:identity"
+
+
+def test_budget_skips_large_records():
+    cfg = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), injection_budget=25)
+    cands = [cand(1, 1.0, tokens=20), cand(2, 0.9, tokens=20), cand(3, 0.8, tokens=5)]
+    rows, picked = rank_candidates(cands, config=cfg)
+    assert picked == [1, 3]
+    assert next(r for r in rows if r.record_id == 2).why == "budget"
+
+
+def test_decay_changes_the_order():
+    old_relevant = cand(1, 0.8, age=30 * 86400)
+    new_less = cand(2, 0.6, age=60)
+    cfg = CFG.with_overrides(top_k=1)
+    _, picked = rank_candidates([old_relevant, new_less], config=cfg)
+    assert picked == [2]
+    _, picked = rank_candidates([old_relevant, new_less], config=cfg.with_overrides(decay_enabled=False))
+    assert picked == [1]
+
+
+def test_ties_are_deterministic():
+    cands = [cand(i, 0.5) for i in (5, 3, 9, 1)]
+    _, picked = rank_candidates(cands, config=CFG)
+    assert picked == [1, 3, 5]
+
+
+def test_weights_override_and_empty():
+    assert rank_candidates([], config=CFG) == ([], [])
+    cands = [cand(1, 1.0, tags=("chat",)), cand(2, 0.0, tags=("identity",))]
+    _, picked = rank_candidates(cands, config=CFG.with_overrides(top_k=1),
+                                weights=Weights(alpha=0.0, beta=0.0, gamma=1.0))
+    assert picked == [2]
+
+
+def test_sensitivity_names_a_knob_that_changes_the_set():
+    cands = [cand(1, 1.0, tags=("chat",)), cand(2, 0.2, tags=("identity",)), cand(3, 0.5)]
+    out = sensitivity(cands, config=CFG.with_overrides(top_k=1))
+    assert out["top_k"] is not None
+    assert out["gamma"] is not None
+    # applying the suggested gamma really changes the pick
+    g = float(out["gamma"].split("=")[1])
+    rest = (1 - g) / 2
+    _, base = rank_candidates(cands, config=CFG.with_overrides(top_k=1))
+    _, new = rank_candidates(cands, config=CFG.with_overrides(top_k=1),
+                             weights=Weights(alpha=rest, beta=rest, gamma=g))
+    assert base != new
