@@ -159,7 +159,7 @@ class MemoryConfig:
     )
     # -- dimension-aware update --
     update_jaccard: float = 0.3
-    update_cosine: float = 0.7
+    update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
     # -- chat --
     core_prompt: str = "You are a helpful assistant with long-term memory of this user."
 
@@ -219,6 +219,8 @@ class MemoryConfig:
         )
         for name in ("update_jaccard", "update_cosine"):
             v = getattr(self, name)
+            if v is None and name == "update_cosine":
+                continue
             if not (_num(v) and 0 <= v <= 1):
                 problems.append(f"{name} = {v!r} must be in [0, 1]")
         if problems:

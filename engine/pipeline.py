@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from .clock import Clock, VirtualClock, ensure_aware
 from .config import MemoryConfig, Weights, validate_weights
 from .embeddings import HashEmbeddings, embedder_name
-from .errors import ClockError, ConfigError, MemlabError, ModelCallError
+from .errors import ClockError, ConfigError, MemlabError, MemlabUsageError, ModelCallError, StoreError
 from .forgetting import maturity
 from .injection import BuiltPrompt, build_prompt, render_record
 from .ledger import CallRecord, Ledger
@@ -37,9 +37,11 @@ from .roles import (
     ExtractionInput,
     ExtractionOutput,
     InductionInput,
+    InductionOutput,
     ParsedQuery,
     QueryInput,
     TuneInput,
+    TuneOutput,
     WindowMessage,
 )
 from .store import Store, open_store
@@ -234,6 +236,13 @@ class MemoryEngine:
         self.last_retrieval: Retrieval | None = None
 
     # ------------------------------------------------------------------ config and time
+    @property
+    def update_cosine(self) -> float:
+        """The update's cosine threshold: the config's, else the embedder's calibrated one."""
+        if self.config.update_cosine is not None:
+            return self.config.update_cosine
+        return float(getattr(self.embedder, "update_cosine", 0.7))
+
     def set_config(self, config: MemoryConfig) -> None:
         if not isinstance(config, MemoryConfig):
             raise ConfigError("set_config needs a MemoryConfig")
@@ -403,9 +412,8 @@ class MemoryEngine:
         retrieval: Retrieval | None = None
         if cfg.retrieval_policy == "per_turn" or fired:
             if query_msg is not None:
-                retrieval = self.retrieve(user_id, query_msg.content, session_id=session_id, log=True,
-                                          event_no=event_no, speaker=query_msg.name)
-                picked = retrieval.picked
+                retrieval = self._turn_retrieve(user_id, session_id, query_msg.content, event_no, query_msg.name)
+                picked = retrieval.picked if retrieval else []
             else:
                 picked = []
             if cfg.retrieval_policy == "on_event":
@@ -414,8 +422,8 @@ class MemoryEngine:
         else:
             stored = self.store.get_kv(user_id, f"on-event-picked:{session_id}")
             if stored is None:  # first turn of a session under on_event: retrieve once
-                retrieval = self.retrieve(user_id, query_msg.content, session_id=session_id, log=True,
-                                          event_no=event_no) if query_msg else None
+                retrieval = self._turn_retrieve(user_id, session_id, query_msg.content, event_no,
+                                                None) if query_msg else None
                 picked = retrieval.picked if retrieval else []
                 self.store.set_kv(user_id, f"on-event-picked:{session_id}", picked)
             else:
@@ -460,6 +468,18 @@ class MemoryEngine:
         while len(kept) > 1 and kept[0].role == "tool":
             kept.pop(0)
         return kept
+
+    def _turn_retrieve(self, user_id: str, session_id: str, query: str, event_no: int | None,
+                       speaker: str | None) -> Retrieval | None:
+        """A turn's retrieval; a failing query parser or embedder costs the memory, not the reply."""
+        try:
+            return self.retrieve(user_id, query, session_id=session_id, log=True, event_no=event_no, speaker=speaker)
+        except (MemlabUsageError, StoreError):
+            raise
+        except Exception as exc:
+            self._log(user_id, session_id, "error", {"step": "retrieve", "error": f"{type(exc).__name__}: {exc}",
+                                                     "served_without_memory": True}, event_no=event_no)
+            return None
 
     def _last_user_message(self, user_id: str, session_id: str) -> Message | None:
         for m in reversed(self.store.messages(user_id, session_id=session_id)):
@@ -540,7 +560,7 @@ class MemoryEngine:
                     stats = apply_updates(self.store, user_id=user_id, records=recs, vectors=vecs,
                                           decide=lambda ci: self._call("consolidator",
                                                                        self.models.consolidator.decide, ci),
-                                          config=cfg, now=now)
+                                          config=cfg, now=now, cosine_threshold=self.update_cosine)
                     self.store.set_cursor(user_id, session_id, "extract", chunk[-1].id)
             except MemlabError as exc:
                 self._fail(user_id, log_session, "extract", chunk, exc, event_no)
@@ -614,6 +634,7 @@ class MemoryEngine:
         try:
             out = self._call("tuner", self.models.tuner.tune,
                              TuneInput(theme=theme, samples=samples, current=cfg.weights.to_dict()))
+            out = TuneOutput.model_validate(out, from_attributes=True)  # junk output: a logged error
         except Exception as exc:
             self._log(user_id, session_id, "error", {"step": "tune", "error": f"{type(exc).__name__}: {exc}"},
                       event_no=event_no)
@@ -655,6 +676,7 @@ class MemoryEngine:
             out = self._call("inducer", self.models.inducer.induct, InductionInput(
                 profile={k: list(v) for k, v in profile.fields.items()},
                 records=[record_view(r) for r in current]))
+            out = InductionOutput.model_validate(out, from_attributes=True)  # junk output: a logged error
         except Exception as exc:
             self._log(user_id, session_id, "error", {"step": "induct", "error": f"{type(exc).__name__}: {exc}"},
                       event_no=event_no)
@@ -680,8 +702,9 @@ class MemoryEngine:
 
     # ------------------------------------------------------------------ retrieval
     def parse_query(self, text: str, *, speaker: str | None = None, now: datetime | None = None) -> ParsedQuery:
-        return self._call("query_parser", self.models.query_parser.parse,
-                          QueryInput(text=text, now=now or self.now(), speaker=speaker))
+        out = self._call("query_parser", self.models.query_parser.parse,
+                         QueryInput(text=text, now=now or self.now(), speaker=speaker))
+        return ParsedQuery.model_validate(out, from_attributes=True)
 
     def retrieve(self, user_id: str, query: str, *, session_id: str | None = None, config: MemoryConfig | None = None,
                  log: bool = False, event_no: int | None = None, speaker: str | None = None,

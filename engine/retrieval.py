@@ -11,9 +11,11 @@ this query (the dimension path only when the query carries a constraint). Score 
 rank fusion on this data: on LoCoMo turns, min-max 0.5/0.5 gave evidence recall@10 .606 against
 RRF's .568 (REFERENCE_NOTES §3), because RRF throws away how far apart the scores are.
 
-The dimension path re-scores the union of the other paths' candidates; for small partitions
-(at most `DIM_SCAN_LIMIT` current records) it scans every record, so a record that matches only
-by time or type is still found.
+The dimension path re-scores the union of the other paths' candidates; when the query carries
+a time or location constraint and the partition is small (at most `DIM_SCAN_LIMIT` current
+records) it scans every record, so a record that matches only by time or place is still found.
+(A type or keyword match alone is no reason to scan: types match a large share of any partition,
+and keywords are what BM25 already finds.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -82,13 +85,11 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
         parts["location"] = 1.0 if loc and loc in hay else 0.0
     q_kw = [normalize(k) for k in query.keywords if k.strip()]
     if q_kw:
-        hay_tokens = set(content_tokens(f"{record.content} {' '.join(record.keywords)} {record.location or ''}"))
+        hay_tokens, rec_kw, content = _record_terms(record.content, tuple(record.keywords), record.location or "")
         kw_tokens = set()
         for k in q_kw:
             kw_tokens.update(content_tokens(k) or [k])
         parts["keyword_tokens"] = len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0
-        rec_kw = {normalize(k) for k in record.keywords}
-        content = normalize(record.content)
         phrases = [k for k in q_kw if " " in k or k in rec_kw]
         multi = [k for k in q_kw if " " in k or re.search(r"[\u4e00-\u9fff]{2,}", k)]
         pool = multi or phrases or q_kw
@@ -99,6 +100,14 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
     if total_w <= 0:
         return float(np.mean(list(parts.values())))
     return float(sum(weights.get(k, 0.0) * v for k, v in parts.items()) / total_w)
+
+
+@lru_cache(maxsize=1 << 16)
+def _record_terms(content: str, keywords: tuple[str, ...], location: str) -> tuple[frozenset[str], frozenset[str], str]:
+    """A record's token set, keyword set and normalised content (cached: the same records are
+    re-scored by every query, and tokenising dominated the dimension path's time)."""
+    hay = frozenset(content_tokens(f"{content} {' '.join(keywords)} {location}"))
+    return hay, frozenset(normalize(k) for k in keywords), normalize(content)
 
 
 def gather(
@@ -125,7 +134,9 @@ def gather(
     records: dict[int, MemoryRecord] = {}
     dim: dict[int, float] = {}
     dim_active = "dim" in paths and _has_constraint(query)
-    if dim_active and store.count_records(user_id, include_invalid=hist) <= DIM_SCAN_LIMIT:
+    # scan the partition only for what the other paths cannot find: a time or a location match
+    scan = dim_active and (query.time is not None or bool(query.location))
+    if scan and store.count_records(user_id, include_invalid=hist) <= DIM_SCAN_LIMIT:
         pool = store.records(user_id, include_invalid=hist)
         records = {r.id: r for r in pool}
     else:

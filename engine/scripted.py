@@ -158,6 +158,10 @@ _OCC_EN = re.compile(
 )
 _OCC_EN_AS = re.compile(r"\bI (?:work|worked) as\s+(?:an?\s+)?(?P<o>[\w\s-]+?)(?=\s+(?:at|in|for)\b|[,.;!]|$)", re.I)
 _OCC_ZH = re.compile(r"我是(?:一名|一个|一位|个|名)?(?P<o>[\u4e00-\u9fff]{1,8}?)(?=[，。,.!！；;\s]|$)")
+_MOVED = re.compile(
+    r"\bI(?:'ve| have)? (?:just )?(?:moved|relocated) to\s+(?:the\s+)?(?P<p>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)"
+    r"|我.{0,6}?搬(?:到|去)了?(?P<zp>[\u4e00-\u9fff]{2,6}?)(?=[，。,.!！；;\s]|$)"
+)
 _IDENTITY_EN = re.compile(
     r"\b(?:I live|I'm living|I am living|I moved|I'm from|I am from|I grew up|my hometown|I'm \d+|I am \d+|"
     r"\d+ years old|years old|my (?:%s)\b|I'm an? (?:mother|father|mom|dad|wife|husband|parent)|I work|my job)"
@@ -392,6 +396,14 @@ class ScriptedExtractor:
             content = f"{who}的名字是{name}" if zh else f"{who}'s name is {name}"
             if who in (ANONYMOUS, ANONYMOUS_ZH):
                 content = f"用户的名字是{name}" if zh else f"The user's name is {name}"
+        elif move := _MOVED.search(clause):
+            # a move states the new value of a single-valued attribute: say it canonically, so the
+            # update step sees "lives in Shanghai" beside "lives in Beijing" and can supersede
+            place = (move.group("p") or move.group("zp") or "").strip(" .。,，")
+            content = f"{who}住在{place}" if zh else f"{who} lives in {place}"
+            if mentions:
+                content += f"（{span_label(mentions[0].span)}搬来）" if zh else f" (moved there {span_label(mentions[0].span)})"
+            first_person = True
         else:
             content = _resolve_speaker(rewritten, who)
             first_person = re.search(r"\b(?:I|my|me|mine|myself|I'm|I've|I'd|I'll)\b", clause, re.I) or "我" in clause
@@ -742,6 +754,25 @@ def _text_of(message: BaseMessage) -> str:
     return "\n".join(parts)
 
 
+def _shown_data_lines(system: str) -> list[str]:
+    """The lines of a system prompt that carry facts: inside the engine's data fences when the
+    prompt has them (the instructions around them are not facts), else every line."""
+    from .injection import PROFILE_CLOSE, PROFILE_OPEN, RECORDS_CLOSE, RECORDS_OPEN
+
+    if RECORDS_OPEN not in system and PROFILE_OPEN not in system:
+        return system.splitlines()
+    out: list[str] = []
+    inside = False
+    for line in system.splitlines():
+        if line.strip() in (RECORDS_OPEN, PROFILE_OPEN):
+            inside = True
+        elif line.strip() in (RECORDS_CLOSE, PROFILE_CLOSE):
+            inside = False
+        elif inside:
+            out.append(line)
+    return out
+
+
 class ScriptedChatModel(BaseChatModel):
     """A deterministic chat model that answers only from what it was shown.
 
@@ -799,7 +830,7 @@ class ScriptedChatModel(BaseChatModel):
                 continue
             text = _text_of(m)
             if isinstance(m, SystemMessage):
-                lines.extend(line.strip(" -*•\t") for line in text.splitlines())
+                lines.extend(line.strip(" -*•\t") for line in _shown_data_lines(text))
             elif i < last_human:
                 lines.extend(split_sentences(text))
         lines = [line for line in dict.fromkeys(lines) if content_tokens(line)]

@@ -88,9 +88,16 @@ def apply_updates(
     decide: Callable[[ConsolidationInput], object],
     config: MemoryConfig,
     now: datetime,
+    cosine_threshold: float | None = None,
 ) -> UpdateStats:
-    """Write `records` through the dimension-aware update; call inside the event's transaction."""
+    """Write `records` through the dimension-aware update; call inside the event's transaction.
+
+    `cosine_threshold` defaults to `config.update_cosine`; a cosine threshold only means something
+    for one embedding model, so the engine passes the embedder's calibrated value when the config
+    leaves it unset (DimMem's 0.7 is MiniLM's).
+    """
     stats = UpdateStats()
+    threshold = cosine_threshold if cosine_threshold is not None else (config.update_cosine or 0.7)
     for rec, vec in zip(records, vectors, strict=True):
         current = store.count_records(user_id, include_invalid=False)
         stats.comparisons_without_blocking += current
@@ -107,7 +114,7 @@ def apply_updates(
                     continue
                 stats.comparisons_done += 1
                 c = _cos(vec, stored[r.id])
-                if c >= config.update_cosine and (best is None or c > best[0]):
+                if c >= threshold and (best is None or c > best[0]):
                     best = (c, r)
         if best is None:
             stats.added.append(store.add_records([rec], [vec])[0].id)
