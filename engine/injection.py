@@ -1,4 +1,4 @@
-"""Build the prompt the chat model sees: core → profile → records → window.
+"""Build the prompt the chat model sees: core → profile → records → (current date) → window.
 
 Stored memories are data, never instructions. Each record becomes exactly one line inside a
 fenced data block; characters that could imitate the fence or a role marker are neutralised
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from .models import MemoryRecord, Message, UserProfile
 from .tokens import TokenCounter
@@ -113,6 +114,7 @@ def build_prompt(
     window: Sequence[Message],
     counter: TokenCounter,
     assistant_replies: Mapping[int, str] | None = None,
+    now: datetime | None = None,
 ) -> BuiltPrompt:
     """Assemble the parts in cache-friendly order and count tokens per part."""
     parts: list[PromptPart] = [PromptPart(name="core", text=core, tokens=counter.count(core), cacheable=True)]
@@ -130,6 +132,10 @@ def build_prompt(
         body = "\n".join(render_record(r, assistant_reply=replies.get(r.id)) for r in ordered)
         text = f"{RECORDS_OPEN}\n{body}\n{RECORDS_CLOSE}"
         parts.append(PromptPart(name="records", text=text, tokens=counter.count(text), cacheable=False))
+    if now is not None:
+        # the date, not the time: records carry absolute dates, and "last weekend" needs today's
+        text = f"Current date: {now:%Y-%m-%d} ({now:%A})"
+        parts.append(PromptPart(name="clock", text=text, tokens=counter.count(text), cacheable=False))
     system = "\n\n".join(p.text for p in parts)
     msgs: list[dict[str, str]] = [{"role": "system", "content": system}]
     for m in window:

@@ -432,7 +432,7 @@ class MemoryEngine:
         replies = retrieval.assistant_replies if retrieval else {}
         window = self._fit_window([w.message for w in self.working_memory(user_id, session_id)])
         prompt = build_prompt(core=cfg.core_prompt, profile=self.store.get_profile(user_id), records=records,
-                              window=window, counter=self.counter, assistant_replies=replies)
+                              window=window, counter=self.counter, assistant_replies=replies, now=self.now())
         self._log(user_id, session_id, "inject", {
             "record_ids": list(prompt.record_ids),
             "tokens": {p.name: p.tokens for p in prompt.parts},

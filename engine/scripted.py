@@ -754,6 +754,60 @@ def _text_of(message: BaseMessage) -> str:
     return "\n".join(parts)
 
 
+_CURRENT_DATE = re.compile(r"Current date: (\d{4}-\d{2}-\d{2})")
+_DATE_LABEL = re.compile(r"\d{4}-\d{2}-\d{2}(?:\.\.\d{4}-\d{2}-\d{2})?|\d{4}-\d{2}(?!-)|(?<![\d-])\d{4}(?![\d-])")
+
+
+def _stem(token: str) -> str:
+    """A crude English stem (lives/lived/living -> liv) so the stand-in matches inflections."""
+    if has_cjk(token) or len(token) <= 4:
+        return token
+    for suffix in ("ing", "ed", "es", "s"):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            return token[: -len(suffix)].rstrip("e")
+    return token.rstrip("e")
+
+
+def _time_constraint(question: str, system: str):
+    """The question's time constraint, resolved against the current date the prompt shows."""
+    from datetime import UTC, datetime
+
+    m = _CURRENT_DATE.search(system)
+    if not m:
+        return None
+    now = datetime.fromisoformat(m.group(1)).replace(hour=12, tzinfo=UTC)
+    try:
+        return parse_time_constraint(question, now=now)
+    except Exception:  # noqa: BLE001 - a stand-in never fails on odd text
+        return None
+
+
+def _time_words(question: str) -> set[str]:
+    from datetime import UTC, datetime
+
+    from .timeparse import resolve_times
+
+    words: set[str] = set()
+    for mention in resolve_times(question, anchor=datetime(2000, 1, 1, tzinfo=UTC)):
+        words.update(_stem(t) for t in content_tokens(mention.surface))
+    return words | {"weekend", "week", "month", "year", "yesterday", "today"}
+
+
+def _line_in_time(line: str, when) -> bool:
+    from datetime import UTC
+
+    from .timeparse import parse_time_label, time_match
+
+    for label in _DATE_LABEL.findall(line):
+        try:
+            span = parse_time_label(label, UTC)
+        except Exception:  # noqa: BLE001
+            continue
+        if time_match(when, span) >= 0.99:
+            return True
+    return False
+
+
 def _shown_data_lines(system: str) -> list[str]:
     """The lines of a system prompt that carry facts: inside the engine's data fences when the
     prompt has them (the instructions around them are not facts), else every line."""
@@ -836,11 +890,16 @@ class ScriptedChatModel(BaseChatModel):
         lines = [line for line in dict.fromkeys(lines) if content_tokens(line)]
         if not _is_question(question):
             return ("好的，我记下了。" if zh else "Noted."), []
-        asked = {t for t in content_tokens(question) if t not in _QUESTION_WORDS}
+        system = "\n".join(_text_of(m) for m in messages if isinstance(m, SystemMessage))
+        when = _time_constraint(question, system)
+        time_words = _time_words(question) if when is not None else set()
+        asked = {_stem(t) for t in content_tokens(question) if t not in _QUESTION_WORDS} - time_words
         scored = []
         needed = max(1, math.ceil(len(asked) / 2))  # a shared name alone is not an answer
         for order, line in enumerate(lines):
-            hits = len(asked & set(content_tokens(line)))
+            hits = len(asked & {_stem(t) for t in content_tokens(line)})
+            if when is not None and _line_in_time(line, when):
+                hits += 2  # the question's time, resolved against the shown current date, fits this line
             if hits >= needed:
                 scored.append((-hits, order, line))
         if not scored:

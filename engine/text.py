@@ -143,7 +143,11 @@ def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
-_CLAUSE_SPLIT = re.compile(r"[,，]\s*(?:and\s+|but\s+|then\s+|also\s+)|\s+(?:but|and then|and also)\s+|[，,]\s*(?=(?:而且|但是|但|然后|还|并且|另外))")
+_CLAUSE_SPLIT = re.compile(
+    r"[,，]\s*(?:and\s+|but\s+|then\s+|also\s+)|\s+(?:but|and then|and also)\s+|[，,]\s*(?=(?:而且|但是|但|然后|还|并且|另外))"
+    # a new first-person clause: "Hi, I'm Li, I work as ..." / "I'm Alice and I'm allergic ..."
+    r"|[,，;]\s*(?=(?:I|I'm|I've|I'd|I'll|my|My)\b)|\s+and\s+(?=(?:I|I'm|I've|my)\b)|[，；]\s*(?=我)"
+)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -157,12 +161,23 @@ def split_sentences(text: str) -> list[str]:
     return [p.replace("\u2024", ".").strip() for p in parts if p and p.strip()]
 
 
+#: a clause that cannot stand alone keeps the clause after it ("because I was busy, I stayed home")
+_SUBORDINATE = re.compile(r"^(?:because|since|although|though|if|when|while|as|因为|由于|为了|如果|虽然|尽管|当)", re.I)
+_SUBORDINATE_ZH = re.compile(r"^(?:因为|由于|为了|如果|虽然|尽管|当)")
 _LEADING_CONJUNCTION = re.compile(r"^(?:(?:and|but|so|then|also)\s+|(?:而且|但是|但|然后|并且|另外|还有))", re.I)
 
 
 def split_clauses(sentence: str) -> list[str]:
     """A sentence cut at coordinating joints (", and", ", but", "，而且"), conjunctions dropped."""
-    parts = (_LEADING_CONJUNCTION.sub("", p.strip(" ,，")).strip(" ,，") for p in _CLAUSE_SPLIT.split(sentence) if p)
+    raw = [p for p in _CLAUSE_SPLIT.split(sentence) if p and p.strip(" ,，；;")]
+    merged: list[str] = []
+    for part in raw:
+        if merged and _SUBORDINATE.match(merged[-1].strip()):
+            merged[-1] = f"{merged[-1].rstrip()}，{part.strip()}" if _SUBORDINATE_ZH.match(merged[-1].strip()) \
+                else f"{merged[-1].rstrip(' ,')}, {part.strip()}"
+        else:
+            merged.append(part)
+    parts = (_LEADING_CONJUNCTION.sub("", p.strip(" ,，")).strip(" ,，") for p in merged)
     return [p for p in parts if p]
 
 

@@ -71,9 +71,10 @@ def test_english_preference_identity_and_needles(english):
     assert dog.content == "Caroline's dog is called Max." and dog.theme == "pets"
     job = find(english, "counselor")
     assert "identity" in job.tags and job.location == "Boston" and job.theme == "work"
-    needles = find(english, "77812")
-    assert "#A-77812" in needles.content and "4821" in needles.content
-    assert "4821" in needles.keywords
+    # atomic records: the order number and the card tail are two facts, both kept verbatim
+    assert "#A-77812" in find(english, "77812").content
+    assert "4821" in find(english, "4821").content
+    assert "4821" in find(english, "4821").keywords
 
 
 def test_english_decision_with_purpose_and_absolute_year(english):
