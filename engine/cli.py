@@ -101,7 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["tune"]:  # tune parses its own options (REMAINDER would drop a leading --option)
+        args = argparse.Namespace(command="tune", rest=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     try:
         return _dispatch(args)
     except MemlabUsageError as exc:

@@ -318,7 +318,8 @@ class MemoryConfig:
         elif path.suffix.lower() == ".toml":
             import tomli_w
 
-            path.write_text(tomli_w.dumps(data), encoding="utf-8")
+            # TOML has no null: a None knob is left out, and `load` takes it from the preset (None)
+            path.write_text(tomli_w.dumps({k: v for k, v in data.items() if v is not None}), encoding="utf-8")
         else:
             raise ConfigError(f"cannot save config to {path}: use a .toml or .json file name")
         return path

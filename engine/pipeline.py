@@ -34,6 +34,7 @@ from .models import Event, MemoryRecord, Message, ProfileHistoryEntry, ScoreRow,
 from .ranking import Candidate, rank_candidates
 from .retrieval import PathResults, candidate_inputs, fuse, gather, record_text
 from .roles import (
+    ConsolidationInput,
     ExtractionInput,
     ExtractionOutput,
     InductionInput,
@@ -155,6 +156,7 @@ class Retrieval:
     at: datetime
     event_id: int | None = None
     assistant_replies: dict[int, str] = field(default_factory=dict)
+    excluded: dict[int, str] = field(default_factory=dict)
 
     def picked_records(self) -> list[MemoryRecord]:
         return [self.records[i] for i in self.picked if i in self.records]
@@ -547,12 +549,14 @@ class MemoryEngine:
         context_all = self.store.messages(user_id, session_id=session_id, upto_id=cursor)
         step = cfg.window - cfg.overlap
         new_records_total: list[int] = []
+        corrections: list[int] = []
         themes: Counter[str] = Counter()
         for start in range(0, len(pending), step):
             chunk = pending[start:start + step]
             before = (context_all + pending[:start])[-cfg.overlap:] if cfg.overlap else []
+            name = _profile_name(self.store.get_profile(user_id))
             inp = ExtractionInput(user_id=user_id, session_id=session_id,
-                                  context=[_wm(m) for m in before], new=[_wm(m) for m in chunk])
+                                  context=[_wm(m, name) for m in before], new=[_wm(m, name) for m in chunk])
             try:
                 out: ExtractionOutput = self._call("extractor", self.models.extractor.extract, inp)
                 with self.store.transaction():
@@ -570,6 +574,8 @@ class MemoryEngine:
                 break
             themes.update(r.theme for r in recs if r.theme)
             new_records_total.extend(stats.added)
+            corrections.extend(x["successor"] for x in stats.superseded
+                               if x["existing"] <= self.store.get_cursor(user_id, "", "induct"))
             self._log(user_id, log_session, "extract", {
                 "session": session_id,
                 "message_ids": [m.id for m in chunk],
@@ -580,6 +586,11 @@ class MemoryEngine:
             self._log(user_id, log_session, "update", {"session": session_id, **stats.to_dict()}, event_no=event_no)
         if themes:
             self._tune(user_id, log_session, themes.most_common(1)[0][0], event_no)
+        if corrections:
+            # a record that superseded one the profile already holds corrects the profile now,
+            # without waiting for the induction gate (the cursor does not move for this)
+            self._apply_induction(user_id, log_session, event_no,
+                                  self.store.get_records(user_id, corrections), move_cursor=False)
         self._induct(user_id, log_session, event_no)
         new_cursor = self.store.get_cursor(user_id, session_id, "extract")
         self._log(user_id, log_session, "truncate", {
@@ -594,7 +605,8 @@ class MemoryEngine:
         self.recovery.on_failure(step=step, user_id=user_id, session_id=session_id,
                                  message_ids=[m.id for m in chunk], error=exc)
 
-    def _materialise(self, user_id, session_id, chunk: Sequence[Message], out: ExtractionOutput, now: datetime):
+    def _materialise(self, user_id, session_id, chunk: Sequence[Message], out: ExtractionOutput, now: datetime,
+                     *, embed: bool = True):
         from .timeparse import parse_time_label
 
         by_id = {m.id: m for m in chunk}
@@ -619,7 +631,7 @@ class MemoryEngine:
                 source=SourcePointer(session_id=session_id, message_ids=ids, speaker=speaker),
                 created_at=now, last_reinforced_at=now, valid_from=src_time,
             ))
-        vecs = self.embedder.embed_documents([record_text(r) for r in recs]) if recs else []
+        vecs = self.embedder.embed_documents([record_text(r) for r in recs]) if recs and embed else []
         return recs, vecs
 
     def _tune(self, user_id: str, session_id: str, theme: str, event_no: int) -> None:
@@ -668,8 +680,13 @@ class MemoryEngine:
             batch.append(r)
             if len(batch) >= MAX_INDUCTION_BATCH:
                 break
-        if not batch:
-            return
+        if batch:
+            self._apply_induction(user_id, session_id, event_no, batch, move_cursor=True)
+
+    def _apply_induction(self, user_id: str, session_id: str, event_no: int, batch: Sequence[MemoryRecord], *,
+                         move_cursor: bool) -> None:
+        """Ask the inducer about `batch`, apply its adds/removes, keep a history entry."""
+        now = self.now()
         profile = self.store.get_profile(user_id)
         current = [r for r in batch if r.is_current]
         try:
@@ -696,9 +713,11 @@ class MemoryEngine:
                                     after=after_t, record_ids=tuple(r.id for r in batch))
         with self.store.transaction():
             self.store.save_profile(new_profile, entry)
-            self.store.set_cursor(user_id, "", "induct", batch[-1].id)
+            if move_cursor:
+                self.store.set_cursor(user_id, "", "induct", batch[-1].id)
         self._log(user_id, session_id, "induct", {"record_ids": [r.id for r in batch], "version": new_profile.version,
-                                                  "diff": entry.diff()}, event_no=event_no)
+                                                  "diff": entry.diff(), "correction": not move_cursor},
+                  event_no=event_no)
 
     # ------------------------------------------------------------------ retrieval
     def parse_query(self, text: str, *, speaker: str | None = None, now: datetime | None = None) -> ParsedQuery:
@@ -724,7 +743,9 @@ class MemoryEngine:
                                       count_tokens=lambda r: self.counter.count(render_record(r)))
         theme = _dominant_theme(results, R)
         weights = self.weights_for(user_id, theme)
-        rows, picked = rank_candidates(candidates, config=cfg, weights=weights)
+        excluded = self._contradicted(user_id, session_id, results.records, now) if session_id and not \
+            cfg.include_history else {}
+        rows, picked = rank_candidates(candidates, config=cfg, weights=weights, excluded=excluded)
         replies: dict[int, str] = {}
         if parsed.needs_assistant:
             replies = self._assistant_replies(user_id, [results.records[i] for i in picked])
@@ -742,14 +763,55 @@ class MemoryEngine:
             self.store.append_scores(ev.id, user_id, rows)
             event_id = ev.id
         return Retrieval(query=parsed, rows=rows, records=results.records, picked=picked, candidates=candidates,
-                         weights=weights, at=now, event_id=event_id, assistant_replies=replies)
+                         weights=weights, at=now, event_id=event_id, assistant_replies=replies, excluded=excluded)
 
     def rescore(self, retrieval: Retrieval, config: MemoryConfig, weights: Weights | None = None) -> Retrieval:
         """What-if: re-rank the same candidates under another config, touching nothing stored."""
-        rows, picked = rank_candidates(retrieval.candidates, config=config, weights=weights or config.weights)
+        rows, picked = rank_candidates(retrieval.candidates, config=config, weights=weights or config.weights,
+                                       excluded=retrieval.excluded)
         return Retrieval(query=retrieval.query, rows=rows, records=retrieval.records, picked=picked,
                          candidates=retrieval.candidates, weights=weights or config.weights, at=retrieval.at,
-                         event_id=None, assistant_replies=retrieval.assistant_replies)
+                         event_id=None, assistant_replies=retrieval.assistant_replies, excluded=retrieval.excluded)
+
+    def _contradicted(self, user_id: str, session_id: str, records: Mapping[int, MemoryRecord],
+                      now: datetime) -> dict[int, str]:
+        """Records the live window already contradicts, so they are not served as current.
+
+        The session's pending user messages (said, not yet extracted) are read by the rule-based
+        extractor and consolidator (local and free, whatever models are configured); a stored
+        record they would SUPERSEDE at the next event is held back now.
+        """
+        from .scripted import ScriptedConsolidator, ScriptedExtractor
+        from .text import jaccard
+        from .update import _cos, keyword_set
+
+        pending = [m for m in self.pending(user_id, session_id) if m.role == "user"]
+        if not pending or not records:
+            return {}
+        name = _profile_name(self.store.get_profile(user_id))
+        out = ScriptedExtractor().extract(ExtractionInput(user_id=user_id, session_id=session_id,
+                                                          new=[_wm(m, name) for m in pending]))
+        fresh, _ = self._materialise(user_id, session_id, pending, out, now, embed=False)
+        if not fresh:
+            return {}
+        judge = ScriptedConsolidator()
+        threshold = self.update_cosine
+        live_vecs = self.embedder.embed_documents([record_text(r) for r in fresh])
+        stored = self.store.vectors(user_id, list(records))
+        held: dict[int, str] = {}
+        for new, vec in zip(fresh, live_vecs, strict=True):
+            keys = keyword_set(new)
+            for rid, old in records.items():
+                if rid in held or not old.is_current or old.memory_type != new.memory_type:
+                    continue
+                if jaccard(keys, keyword_set(old)) < self.config.update_jaccard or rid not in stored:
+                    continue
+                if _cos(vec, stored[rid]) < threshold:
+                    continue
+                decision = judge.decide(ConsolidationInput(new=record_view(new), existing=record_view(old), cosine=0.0))
+                if decision.action == "SUPERSEDE":
+                    held[rid] = f"contradicted by the live window: {decision.reason}"
+        return held
 
     def _assistant_replies(self, user_id: str, records: Sequence[MemoryRecord]) -> dict[int, str]:
         """Dynamic assistant recall: the assistant reply that followed each record's source."""
@@ -791,8 +853,17 @@ def _mature_prefix(pending: Sequence[Message], now: datetime, gate_seconds: floa
     return list(pending[:n])
 
 
-def _wm(m: Message) -> WindowMessage:
-    return WindowMessage(id=m.id, role=m.role, speaker=m.speaker, content=m.content, at=m.created_at)
+def _wm(m: Message, name: str | None = None) -> WindowMessage:
+    speaker = m.name or (name if m.role == "user" and name else m.role)
+    return WindowMessage(id=m.id, role=m.role, speaker=speaker, content=m.content, at=m.created_at)
+
+
+def _profile_name(profile: UserProfile) -> str | None:
+    """The user's name from the profile's identity field ("name: Li Mingxuan"), if known."""
+    for value in profile.fields.get("identity", ()):
+        if value.lower().startswith("name:"):
+            return value.split(":", 1)[1].strip() or None
+    return None
 
 
 def _dominant_theme(results: PathResults, R: Mapping[int, float]) -> str | None:

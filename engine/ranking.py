@@ -40,9 +40,18 @@ class Candidate:
 
 
 def rank_candidates(
-    candidates: Sequence[Candidate], *, config: MemoryConfig, weights: Weights | None = None
+    candidates: Sequence[Candidate],
+    *,
+    config: MemoryConfig,
+    weights: Weights | None = None,
+    excluded: Mapping[int, str] | None = None,
 ) -> tuple[list[ScoreRow], list[int]]:
-    """Score and select. Returns (rows sorted by S, best first) and the picked ids in seat order."""
+    """Score and select. Returns (rows sorted by S, best first) and the picked ids in seat order.
+
+    `excluded` maps record ids that may not take a seat to the reason (e.g. contradicted by the
+    live window); they are still scored and reported.
+    """
+    excluded = dict(excluded or {})
     w = weights or config.weights
     if not candidates:
         return [], []
@@ -58,7 +67,7 @@ def rank_candidates(
     order = sorted(range(len(candidates)), key=lambda i: (-S[i], candidates[i].record_id))
 
     picked: list[int] = []
-    why: dict[int, str] = {}
+    why: dict[int, str] = {i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded}
     used_tokens = 0
     for tag in config.always_inject_types:
         for i in order:
@@ -73,7 +82,8 @@ def rank_candidates(
     last_seat_pos = -1
     for pos, i in enumerate(order):
         if i in why:
-            last_seat_pos = max(last_seat_pos, pos)
+            if i in picked:
+                last_seat_pos = max(last_seat_pos, pos)
             continue
         c = candidates[i]
         if len(picked) >= config.top_k:
@@ -93,6 +103,8 @@ def rank_candidates(
         c = candidates[i]
         if i in picked_set:
             verdict = "picked"
+        elif c.record_id in excluded:
+            verdict = "dropped"
         elif pos <= last_seat_pos + NEAR_MISS_WINDOW:
             verdict = "near-miss"
         else:

@@ -158,6 +158,7 @@ _OCC_EN = re.compile(
 )
 _OCC_EN_AS = re.compile(r"\bI (?:work|worked) as\s+(?:an?\s+)?(?P<o>[\w\s-]+?)(?=\s+(?:at|in|for)\b|[,.;!]|$)", re.I)
 _OCC_ZH = re.compile(r"我是(?:一名|一个|一位|个|名)?(?P<o>[\u4e00-\u9fff]{1,8}?)(?=[，。,.!！；;\s]|$)")
+_ZH_SUBJECTLESS = re.compile(r"^(?:是|在|住|喜欢|讨厌|有|对|今年|每周|每天)[\u4e00-\u9fff]")
 _MOVED = re.compile(
     r"\bI(?:'ve| have)? (?:just )?(?:moved|relocated) to\s+(?:the\s+)?(?P<p>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)"
     r"|我.{0,6}?搬(?:到|去)了?(?P<zp>[\u4e00-\u9fff]{2,6}?)(?=[，。,.!！；;\s]|$)"
@@ -381,6 +382,8 @@ class ScriptedExtractor:
             for clause in split_clauses(sentence):
                 if _is_chitchat(clause) or _is_question(clause):
                     continue
+                if _ZH_SUBJECTLESS.match(clause):
+                    clause = "我" + clause  # "我叫王芳，是一名老师": the second clause's subject is 我
                 record = self._record(clause, msg, speaker)
                 if record is not None:
                     out.append(record)
@@ -400,9 +403,7 @@ class ScriptedExtractor:
             # a move states the new value of a single-valued attribute: say it canonically, so the
             # update step sees "lives in Shanghai" beside "lives in Beijing" and can supersede
             place = (move.group("p") or move.group("zp") or "").strip(" .。,，")
-            content = f"{who}住在{place}" if zh else f"{who} lives in {place}"
-            if mentions:
-                content += f"（{span_label(mentions[0].span)}搬来）" if zh else f" (moved there {span_label(mentions[0].span)})"
+            content = f"{who}住在{place}" if zh else f"{who} lives in {place}"  # when: the time dimension
             first_person = True
         else:
             content = _resolve_speaker(rewritten, who)
@@ -439,6 +440,10 @@ class ScriptedExtractor:
 
         location = _location(content, exclude=[who, name or ""]) if not name else None
         kw = _keywords(content, time_label, extra=[w for w in (speaker, name, location) if w])
+        if attr := _attribute(content):
+            # the attribute a single-valued statement sets ("residence", "phone") is a keyword, so the
+            # update step's keyword blocking pairs "lives in Beijing" with "lives in Shanghai"
+            kw = list(dict.fromkeys([attr[0].replace(":", " ").strip(), *kw]))[:8]
         theme = "identity" if name else ("work" if occupation else _theme(clause, [k for k in kw if k != normalize(who)]))
         return ExtractedRecord(
             content=content,
@@ -760,7 +765,7 @@ _DATE_LABEL = re.compile(r"\d{4}-\d{2}-\d{2}(?:\.\.\d{4}-\d{2}-\d{2})?|\d{4}-\d{
 
 def _stem(token: str) -> str:
     """A crude English stem (lives/lived/living -> liv) so the stand-in matches inflections."""
-    if has_cjk(token) or len(token) <= 4:
+    if has_cjk(token) or len(token) <= 3:
         return token
     for suffix in ("ing", "ed", "es", "s"):
         if token.endswith(suffix) and len(token) - len(suffix) >= 3:

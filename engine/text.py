@@ -146,7 +146,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
 _CLAUSE_SPLIT = re.compile(
     r"[,，]\s*(?:and\s+|but\s+|then\s+|also\s+)|\s+(?:but|and then|and also)\s+|[，,]\s*(?=(?:而且|但是|但|然后|还|并且|另外))"
     # a new first-person clause: "Hi, I'm Li, I work as ..." / "I'm Alice and I'm allergic ..."
-    r"|[,，;]\s*(?=(?:I|I'm|I've|I'd|I'll|my|My)\b)|\s+and\s+(?=(?:I|I'm|I've|my)\b)|[，；]\s*(?=我)"
+    r"|[,，;]\s*(?=(?:I|I'm|I've|I'd|I'll|my|My)\b)|\s+and\s+(?=(?:I|I'm|I've|my)\b)|[，；,]\s*(?=我)"
+    r"|(?<=[\u4e00-\u9fff])[，,]\s*(?=(?:是|在|住|喜欢|讨厌|有|对|今年)[\u4e00-\u9fff])"
 )
 
 

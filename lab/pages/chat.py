@@ -1,0 +1,133 @@
+"""Chat: talk as a user in a session under the virtual clock, and watch the memory engine work."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.errors import MemlabError
+from engine.models import EVENT_KINDS
+from lab import ui
+from lab.state import get_lab
+
+lab = get_lab()
+engine = lab.engine
+
+
+def _send() -> None:
+    text = (st.session_state.get("chat_text") or "").strip()
+    if not text:
+        return
+    try:
+        lab.chat(text)
+    except MemlabError as exc:
+        st.session_state["chat_error"] = str(exc)
+
+
+def _switch() -> None:
+    lab.switch(user_id=st.session_state.get("chat_user", ""), session_id=st.session_state.get("chat_session", ""))
+
+
+ui.header(
+    lab,
+    "Chat",
+    "A conversation with the memory engine under a virtual clock. "
+    "Each message is stamped with the clock's time. When the oldest unprocessed message is old "
+    "enough (the *slice gate*) and the trigger fires, an **event** extracts memory records; every "
+    "turn retrieves, ranks and injects the best records into the prompt. Use the clock buttons to "
+    "let time pass; watch the working memory mature and the timeline fill."
+)
+
+with st.expander(f"User **{lab.user_id}**, session **{lab.session_id}** (change)", expanded=False):
+    with st.form("switch_form", border=False):
+        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
+        c1.text_input("User", value=lab.user_id, key="chat_user")
+        c2.text_input("Session", value=lab.session_id, key="chat_session")
+        c3.form_submit_button("Switch", on_click=_switch)
+    known = {u: engine.store.sessions(u) for u in engine.store.users()}
+    if known:
+        st.caption("Known: " + "; ".join(f"{u} ({', '.join(s)})" for u, s in known.items()))
+
+chat_col, side_col = st.columns([3, 2], gap="large")
+
+with chat_col:
+    messages = engine.store.messages(lab.user_id, session_id=lab.session_id)
+    box = st.container(height=520, border=True, autoscroll=True)
+    with box:
+        if not messages:
+            st.caption(
+                "No messages in this session yet. Tell the assistant something about yourself "
+                "(\"I'm Alice, I live in Lisbon, I prefer window seats\"), then fast-forward the clock."
+            )
+        for m in messages:
+            with st.chat_message("user" if m.role == "user" else "assistant"):
+                st.markdown(m.content)
+                st.caption(f"#{m.id} · {ui.when(m.created_at)}")
+    st.chat_input(f"Message as {lab.user_id}", key="chat_text", on_submit=_send)
+    if err := st.session_state.pop("chat_error", None):
+        st.error(err)
+    last = lab.last_turn
+    if last is not None:
+        fired = f"event #{last.event_no} fired" if last.event_fired else "no event this turn"
+        picked = len(last.retrieval.picked) if last.retrieval else 0
+        st.caption(f"Last turn: {fired} · {picked} record(s) injected · prompt {last.prompt.total_tokens} tokens "
+                   "(see *What the model saw*)")
+
+with side_col:
+    with st.container(border=True):
+        st.markdown("##### Clock")
+        ui.clock_panel(lab)
+
+    gate = engine.gate_status(lab.user_id, lab.session_id)
+    cfg = engine.config
+    with st.container(border=True):
+        st.markdown("##### Gate")
+        g1, g2, g3 = st.columns(3)
+        g1.metric("Pending", gate.pending, help="messages not yet extracted")
+        g2.metric("Maturity", f"{gate.maturity:.2f}", help=f"opens at slice_value {gate.slice_value:g}")
+        g3.metric("Trigger", f"{gate.trigger_value:g} / {gate.trigger_threshold:g}",
+                  help=f"{gate.trigger}: opens at {gate.trigger_threshold:g}")
+        st.progress(min(1.0, gate.maturity / gate.slice_value) if gate.slice_value else 1.0,
+                    text=f"maturity {gate.maturity:.2f} of the slice gate {gate.slice_value:g} "
+                         f"(reached at age {ui.age(gate.slice_gate_seconds)})")
+        parts = [
+            f"maturity {'open' if gate.maturity_open else 'closed'}",
+            f"trigger {'open' if gate.trigger_open else 'closed'}",
+            f"idle gap {'open' if gate.idle_open else 'closed'}",
+        ]
+        verdict = ":green[an event fires]" if gate.will_fire else ":gray[no event]"
+        st.markdown(f"Gate now: {verdict} — " + " · ".join(parts))
+        st.caption("Counted before your next message arrives; the message you send is stamped, then the "
+                   "gate is checked again (an idle gap past the slice gate also opens it).")
+
+    with st.container(border=True):
+        st.markdown("##### Working memory")
+        items = engine.working_memory(lab.user_id, lab.session_id)
+        if not items:
+            st.caption("Empty: no messages in this session yet.")
+        else:
+            st.dataframe(
+                pd.DataFrame([
+                    {"#": w.message.id, "role": w.message.role, "age": ui.age(w.age_seconds), "maturity": w.maturity,
+                     "state": ("pending · mature" if w.mature else "pending") if w.pending else "kept (extracted)",
+                     "message": w.message.content}
+                    for w in items
+                ]),
+                hide_index=True, width="stretch",
+                column_config={"maturity": st.column_config.ProgressColumn(
+                    "maturity", min_value=0.0, max_value=1.0, format="%.2f",
+                    help=f"M(age); the slice gate is {cfg.slice_value:g}")},
+            )
+
+st.subheader("Timeline")
+st.caption("Every step the engine logged for this user and session, newest first; open one to see its numbers.")
+events = engine.store.events(user_id=lab.user_id, session_id=lab.session_id)
+if not events:
+    st.caption("Nothing logged yet.")
+shown = st.multiselect("Kinds", EVENT_KINDS, default=[k for k in EVENT_KINDS if k not in ("stamp", "reply")],
+                       key="tl_kinds")
+for e in [e for e in reversed(events) if e.kind in shown][:60]:
+    tag = f" · event #{e.event_no}" if e.event_no is not None else ""
+    icon = ":material/error:" if e.kind == "error" else None
+    with st.expander(f"{e.at:%m-%d %H:%M:%S} · turn {e.turn} · **{e.kind}**{tag}", icon=icon):
+        st.json(dict(e.payload), expanded=2)

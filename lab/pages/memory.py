@@ -1,0 +1,139 @@
+"""Memory: every record of the user with its dimensions and live decay, history, and the profile."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.forgetting import decay, maturity
+from lab import ui
+from lab.state import get_lab
+
+lab = get_lab()
+engine = lab.engine
+store = engine.store
+now = lab.clock.now()
+
+ui.header(
+    lab,
+    "Memory",
+    "What the engine has learned about one user. **Records** are atomic "
+    "memories extracted at events, with their dimensions (type, tags, theme, time, place, keywords); "
+    "**T** is how much of each survives right now (decay since last reinforcement) and **M** its "
+    "maturity (past the induction gate it feeds the profile). An update never deletes: a superseded "
+    "record stays, struck through, pointing to its successor. The **profile** is the long-term summary, "
+    "with what each induction changed."
+)
+
+users = store.users()
+if lab.user_id not in users:
+    users = [lab.user_id, *users]
+user_id = st.selectbox("User", users, index=users.index(lab.user_id), key="mem_user")
+
+records = store.records(user_id, include_invalid=True)
+if not records:
+    st.info(
+        "No records yet. Chat a few turns on the **Chat** page, then fast-forward **+1 h** to see the "
+        "slice gate open: the next turn extracts records from the matured messages."
+    )
+else:
+    cfg = engine.config
+    rows = []
+    for r in records:
+        since_reinforced = (now - r.reinforced_at).total_seconds()
+        since_source = (now - (r.valid_from or r.created_at)).total_seconds()  # the induction gate's age
+        rows.append({
+            "id": r.id,
+            "current": r.is_current,
+            "content": r.content,
+            "T now": decay(since_reinforced, tau=cfg.tau, c=cfg.c) if cfg.decay_enabled else 1.0,
+            "M now": maturity(since_source, tau_m=cfg.tau_m, c_m=cfg.c_m),
+            "n": r.strengthen_count,
+            "type": r.memory_type,
+            "tags": ", ".join(r.tags),
+            "theme": r.theme,
+            "time": r.time.text if r.time else "",
+            "location": r.location or "",
+            "keywords": ", ".join(r.keywords),
+            "created": r.created_at,
+            "last reinforced": r.last_reinforced_at,
+            "superseded by": r.superseded_by,
+            "invalid at": r.invalid_at,
+        })
+    frame = pd.DataFrame(rows)
+
+    f1, f2, f3, f4 = st.columns([2, 2, 2, 3])
+    show = f1.segmented_control("Show", ["current", "history", "all"], default="current", key="mem_show")
+    types = f2.multiselect("Type", sorted(frame["type"].unique()), key="mem_types")
+    tags = f3.multiselect("Tag", sorted({t for r in records for t in r.tags}), key="mem_tags")
+    text = f4.text_input("Contains", key="mem_text", placeholder="filter by words in the content")
+    view = frame
+    if show == "current":
+        view = view[view["current"]]
+    elif show == "history":
+        view = view[~view["current"]]
+    if types:
+        view = view[view["type"].isin(types)]
+    if tags:
+        view = view[view["tags"].apply(lambda s: any(t in s.split(", ") for t in tags))]
+    if text:
+        view = view[view["content"].str.contains(text, case=False, regex=False)]
+    st.markdown(f"**{len(view)}** of {len(frame)} records ({int(frame['current'].sum())} current)")
+    struck = view.style.apply(
+        lambda row: ["" if row["current"] else "text-decoration: line-through; color: gray"] * len(row), axis=1
+    )
+    st.dataframe(
+        struck, hide_index=True, width="stretch",
+        column_config={
+            "T now": st.column_config.ProgressColumn("T now", min_value=0.0, max_value=1.0, format="%.3f"),
+            "M now": st.column_config.ProgressColumn("M now", min_value=0.0, max_value=1.0, format="%.3f"),
+            "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+            "last reinforced": st.column_config.DatetimeColumn("last reinforced", format="YYYY-MM-DD HH:mm"),
+            "invalid at": st.column_config.DatetimeColumn("invalid at", format="YYYY-MM-DD HH:mm"),
+            "current": st.column_config.CheckboxColumn("current"),
+        },
+    )
+    superseded = [r for r in records if not r.is_current]
+    if superseded:
+        with st.expander(f"History: {len(superseded)} superseded record(s)"):
+            by_id = {r.id: r for r in records}
+            for r in superseded:
+                nxt = by_id.get(r.superseded_by)
+                st.markdown(
+                    f"~~#{r.id} {r.content}~~ → **#{r.superseded_by}** {nxt.content if nxt else ''} "
+                    f"(invalid since {ui.when(r.invalid_at)})"
+                )
+
+# -- profile --------------------------------------------------------------------------------
+st.subheader("Profile")
+profile = store.get_profile(user_id)
+if profile.is_empty():
+    st.info(
+        "The profile is empty. It is induced from records whose maturity passed the induction gate "
+        f"({ui.age(engine.config.induction_gate_seconds)} with the live config): chat, fast-forward, chat again."
+    )
+else:
+    st.caption(f"version {profile.version} · updated {ui.when(profile.updated_at)}")
+    for key, values in profile.fields.items():
+        if values:
+            st.markdown(f"**{key}**: " + "; ".join(values))
+history = store.profile_history(user_id)
+if history:
+    with st.expander(f"Induction history ({len(history)})"):
+        for entry in reversed(history):
+            st.markdown(f"**v{entry.version}** at {ui.when(entry.at)} from records {list(entry.record_ids)}")
+            for key, change in entry.diff().items():
+                for value in change["added"]:
+                    st.markdown(f"- {key}: :green[+ {value}]")
+                for value in change["removed"]:
+                    st.markdown(f"- {key}: :red[− ~~{value}~~]")
+
+# -- forget ----------------------------------------------------------------------------------
+st.subheader("Forget this user")
+st.caption("Erases every row of the user: messages, records, profile, cursors, events. Other users are untouched.")
+confirm = st.checkbox(f"Yes, erase everything about {user_id!r}", key="mem_forget_confirm")
+if st.button("Forget this user", key="mem_forget", type="primary", disabled=not confirm, icon=":material/delete:"):
+    removed = lab.forget_user(user_id)
+    st.session_state.pop("mem_forget_confirm", None)
+    lab.notice = f"Forgot {user_id}: " + ", ".join(f"{k} {v}" for k, v in removed.items() if v)
+    st.rerun()

@@ -1,0 +1,61 @@
+"""What the model saw: the exact prompt of the last chat call, part by part, with token counts."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from lab import ui
+from lab.state import get_lab
+
+lab = get_lab()
+
+ui.header(
+    lab,
+    "What the model saw",
+    "The exact input of the last chat call, in the order it was built: "
+    "**core** instructions → the user's **profile** → the injected memory **records** (marked as data, "
+    "never as instructions) → the conversation **window**. The first parts never change between turns, "
+    "so a provider can cache them: that stable prefix is marked *cacheable*."
+)
+
+turn = lab.last_turn
+if turn is None:
+    st.info("No model call yet in this session. Send a message on the **Chat** page, then come back here.")
+    st.stop()
+
+prompt = turn.prompt
+cached = sum(p.tokens for p in prompt.parts if p.cacheable)
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Total tokens", prompt.total_tokens)
+c2.metric("Stable prefix (cacheable)", cached)
+c3.metric("Injected memory", prompt.payload_tokens, help="profile + records")
+c4.metric("Records injected", len(prompt.record_ids))
+st.caption(f"Turn {turn.user_message.id}: “{turn.user_message.content}” · "
+           f"{'event #' + str(turn.event_no) + ' fired' if turn.event_fired else 'no event'}")
+
+frame = pd.DataFrame([
+    {"part": p.name, "tokens": p.tokens, "kind": "stable prefix (cacheable)" if p.cacheable else "per turn"}
+    for p in prompt.parts
+])
+bar = (
+    alt.Chart(frame)
+    .mark_bar()
+    .encode(
+        y=alt.Y("part:N", sort=list(frame["part"]), title=None, axis=alt.Axis(labelOverlap=False)),
+        x=alt.X("tokens:Q", title="tokens"),
+        color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["stable prefix (cacheable)", "per turn"])),
+        tooltip=["part", "tokens", "kind"],
+    )
+    .properties(height=max(90, 32 * len(frame)))
+)
+st.altair_chart(bar, width="stretch")
+
+for part in prompt.parts:
+    badge = "stable prefix · cacheable" if part.cacheable else "changes per turn"
+    st.markdown(f"**{part.name}** · {part.tokens} tokens · *{badge}*")
+    st.code(part.text or "(empty)", language=None, wrap_lines=True)
+
+with st.expander("The messages exactly as sent (role, content)"):
+    st.json([dict(m) for m in prompt.messages], expanded=1)

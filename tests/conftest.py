@@ -1,0 +1,40 @@
+"""Shared fixtures: a virtual clock, a seeded rng, and a store factory that closes what it opens."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from engine.clock import VirtualClock
+
+START = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(START)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def store_factory(tmp_path):
+    """`make(path=":memory:", dim=32, **kw)` -> SQLiteStore; a relative path lands in tmp_path."""
+    from engine.sqlite_store import SQLiteStore
+
+    opened = []
+
+    def make(path: str = ":memory:", *, dim: int = 32, **kwargs):
+        target = path if path == ":memory:" else str(tmp_path / path)
+        store = SQLiteStore(target, dim=dim, **kwargs)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()

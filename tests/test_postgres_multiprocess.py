@@ -1,0 +1,108 @@
+"""Several processes x several users against one PostgreSQL: nothing lost, nothing crosses users,
+cursors only move forward. Workers are spawned (fresh interpreters), each with its own pool."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import uuid
+import warnings
+
+import numpy as np
+import pytest
+
+PROCESSES, USERS, OPS, RECORD_EVERY, DIM = 4, 3, 20, 5, 16
+
+
+def _pgserver_importable() -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import pgserver  # noqa: F401
+        except ImportError:
+            return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not _pgserver_importable(), reason="pgserver is not installed: pip install 'memlab[postgres]'"),
+]
+
+
+def _worker(dsn: str, schema: str, worker: int) -> dict:
+    """Interleave the users: message, cursor move (refused when another process got further), records."""
+    from datetime import UTC, datetime
+
+    from engine.errors import CursorRewindError
+    from engine.models import MemoryRecord, Message
+    from engine.postgres_store import PostgresStore
+
+    at = datetime(2026, 3, 2, 9, tzinfo=UTC)
+    rng = np.random.default_rng(worker)
+    store = PostgresStore(dsn, dim=DIM, schema=schema, pool_size=2)
+    ops = refused = 0
+    monotone = True
+    last_seen = {f"user{u}": 0 for u in range(USERS)}
+    try:
+        for op in range(OPS):
+            for u in range(USERS):
+                user = f"user{u}"
+                m = store.add_message(Message(user_id=user, session_id=f"w{worker}", role="user",
+                                              content=f"{user}|w{worker}|{op}", created_at=at))  # fmt: skip
+                before = store.get_cursor(user, "", "seen")
+                moved = True
+                try:
+                    store.set_cursor(user, "", "seen", m.id)
+                except CursorRewindError:  # another process already moved past this message
+                    moved, refused = False, refused + 1
+                after = store.get_cursor(user, "", "seen")
+                monotone &= before >= last_seen[user] and after >= before and (after >= m.id if moved else after > m.id)
+                last_seen[user] = after
+                ops += 4
+                if op % RECORD_EVERY == 0:
+                    vec = rng.standard_normal(DIM).astype(np.float32)
+                    store.add_records([MemoryRecord(user_id=user, content=f"{user} note from w{worker} op {op}",
+                                                    created_at=at)], [vec / np.linalg.norm(vec)])  # fmt: skip
+                    ops += 1
+    finally:
+        store.close()
+    return {"ops": ops, "refused": refused, "monotone": monotone}
+
+
+def test_processes_and_users_lose_nothing_and_never_cross(request):
+    import os
+
+    from engine.postgres_store import DEFAULT_DATA_DIR, PostgresStore, start_local_server
+
+    dsn = os.environ.get("MEMLAB_PG_DSN") or start_local_server(DEFAULT_DATA_DIR.parent / "pgdata-test")
+    schema = f"mp_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(dsn, dim=DIM, schema=schema, temporary=True, hnsw_m=8, hnsw_ef_construction=32)
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        t0 = time.perf_counter()
+        with ctx.Pool(PROCESSES) as pool:
+            results = pool.starmap(_worker, [(dsn, schema, w) for w in range(PROCESSES)])
+        elapsed = time.perf_counter() - t0
+
+        assert all(r["monotone"] for r in results)
+        for u in range(USERS):
+            user = f"user{u}"
+            got = store.messages(user)
+            expected = {f"{user}|w{w}|{op}" for w in range(PROCESSES) for op in range(OPS)}
+            assert len(got) == PROCESSES * OPS and {m.content for m in got} == expected  # none lost, none foreign
+            assert store.get_cursor(user, "", "seen") == max(m.id for m in got)  # the furthest move won
+            mine = {r.id for r in store.records(user)}
+            assert len(mine) == PROCESSES * len(range(0, OPS, RECORD_EVERY))
+            assert {i for i, _ in store.search_bm25(user, "note from op", k=1000)} == mine
+            assert {i for i, _ in store.search_bm25(user, "user0 user1 user2", k=1000)} <= mine
+            probe = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+            assert {i for i, _ in store.search_dense(user, probe, k=1000)} == mine
+        ops = sum(r["ops"] for r in results)
+        refused = sum(r["refused"] for r in results)
+        print(
+            f"\n{PROCESSES} processes x {USERS} users x {OPS} rounds: {ops} store ops in {elapsed:.2f} s "
+            f"({ops / elapsed:.0f} ops/s incl. spawn), {refused} cursor rewinds refused"
+        )
+    finally:
+        store.close()

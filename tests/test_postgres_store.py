@@ -1,0 +1,251 @@
+"""PostgresStore: the conformance suite on a real PostgreSQL (pgserver), plus PostgreSQL-only behaviour.
+
+One server for the module (started in build/pgdata-test, or `MEMLAB_PG_DSN` if set); each test
+gets its own schema, dropped on close, so tests are isolated without a new database each.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.errors import ConfigError, StoreError
+from engine.models import Message
+
+from store_conformance import T0, StoreConformance, msg, rec, unit
+
+
+def _pgserver_importable() -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import pgserver  # noqa: F401
+        except ImportError:
+            return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not _pgserver_importable(), reason="pgserver is not installed: pip install 'memlab[postgres]'"),
+]
+
+
+@pytest.fixture(scope="module")
+def pg_dsn():
+    import os
+
+    from engine.postgres_store import DEFAULT_DATA_DIR, start_local_server
+
+    if dsn := os.environ.get("MEMLAB_PG_DSN"):
+        return dsn
+    t0 = time.perf_counter()
+    dsn = start_local_server(DEFAULT_DATA_DIR.parent / "pgdata-test")
+    print(f"\npgserver ready in {time.perf_counter() - t0:.2f} s")
+    return dsn
+
+
+def new_schema() -> str:
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+def make_pg(dsn: str, **kw):
+    """A store in a fresh schema, dropped on close; a lighter HNSW graph keeps bulk inserts quick."""
+    from engine.postgres_store import PostgresStore
+
+    kw.setdefault("schema", new_schema())
+    kw.setdefault("temporary", True)
+    kw.setdefault("hnsw_m", 8)
+    kw.setdefault("hnsw_ef_construction", 32)
+    return PostgresStore(dsn, **kw)
+
+
+@pytest.fixture(scope="class")
+def shared_schema(pg_dsn):
+    """One migrated schema per test class; each test starts from emptied tables (fast)."""
+    import psycopg
+    from psycopg import sql
+
+    schema = new_schema()
+    make_pg(pg_dsn, dim=StoreConformance.DIM, schema=schema, temporary=False).close()
+    yield schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+class TestPostgresConformance(StoreConformance):
+    @pytest.fixture(autouse=True)
+    def _schema(self, pg_dsn, shared_schema):
+        self.dsn, self.schema = pg_dsn, shared_schema
+
+    def make_store(self, tmp_path, *, dim):
+        import psycopg
+        from psycopg import sql
+
+        from engine.postgres_store import USER_TABLES
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:  # DELETE: TRUNCATE syncs new files
+            for table in USER_TABLES:
+                conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(self.schema, table)))
+        return make_pg(self.dsn, dim=dim, schema=self.schema, temporary=False)
+
+
+# -- dense search: a small user beside a large one must not starve -----------------------------------
+
+
+CROWD = 5_000
+
+
+def test_hnsw_shortfall_falls_back_to_an_exact_scan(pg_dsn):
+    """20 records of one user among 5,000 of another: HNSW (ef_search 10) finds few of them."""
+    dim = 16
+    store = make_pg(pg_dsn, dim=dim, ef_search=10, exact_scan_below=0, iterative_scan=False)
+    try:
+        rng = np.random.default_rng(7)
+        crowd = unit(rng, CROWD, dim)
+        store.add_records([rec("crowd", "noise") for _ in range(CROWD)], crowd)
+        mine_v = unit(rng, 20, dim)
+        mine = store.add_records([rec("small", f"mine {i}") for i in range(20)], mine_v)
+        q = unit(rng, 1, dim)[0]
+        hits = store.search_dense("small", q, k=20)
+        assert store.dense_counts["fallback"] == 1  # the HNSW stage came back short and was replaced
+        order = np.argsort(-(mine_v @ q))
+        assert [i for i, _ in hits] == [mine[j].id for j in order]
+        np.testing.assert_allclose([s for _, s in hits], (mine_v @ q)[order], atol=1e-5)
+        # the large user is served by the index itself
+        big = store.search_dense("crowd", q, k=10)
+        assert len(big) == 10 and store.dense_counts["ann"] == 1
+        exact_top = np.sort(crowd @ q)[::-1][:10]
+        assert big[0][1] >= exact_top[-1] - 1e-5  # an approximate top-10, never a foreign row
+        assert set(i for i, _ in big).isdisjoint(r.id for r in mine)
+    finally:
+        store.close()
+
+
+def test_small_users_are_searched_exactly_without_the_index(pg_dsn):
+    store = make_pg(pg_dsn, dim=8)
+    try:
+        v = unit(np.random.default_rng(1), 30, 8)
+        store.add_records([rec("u", f"r{i}") for i in range(30)], v)
+        store.search_dense("u", v[3], k=5)
+        assert store.dense_counts == {"exact": 1}
+    finally:
+        store.close()
+
+
+def test_index_stage_settings_do_not_leak_into_the_callers_transaction(pg_dsn):
+    store = make_pg(pg_dsn, dim=8, exact_scan_below=0)
+    try:
+        v = unit(np.random.default_rng(2), 30, 8)
+        rs = store.add_records([rec("u", f"r{i}") for i in range(30)], v)
+        with store.transaction():
+            assert store.search_dense("u", v[4], k=3)[0][0] == rs[4].id
+            assert store._local.conn.execute("SHOW enable_sort").fetchone()[0] == "on"
+        assert store.dense_counts["ann"] + store.dense_counts["fallback"] == 1 and store.dense_counts["exact"] == 0
+    finally:
+        store.close()
+
+
+# -- schema, migrations, lifecycle ----------------------------------------------------------------
+
+
+def test_migrations_are_versioned_and_resume(pg_dsn):
+    import psycopg
+    from psycopg import sql
+
+    from engine.postgres_store import MIGRATIONS, PostgresStore
+
+    schema = new_schema()
+    first = PostgresStore(pg_dsn, dim=8, schema=schema)
+    try:
+        assert first.schema_version == MIGRATIONS[-1][0] == 2
+        first.add_records([rec("u", "green tea")], unit(np.random.default_rng(0), 1, 8))
+        first.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+            conn.execute("DROP INDEX records_embedding; DROP INDEX records_tsv")
+            conn.execute("DELETE FROM schema_version WHERE version = 2")
+        again = PostgresStore(pg_dsn, dim=8, schema=schema)  # resumes at migration 2, keeps the data
+        assert again.schema_version == 2 and again.count_records("u") == 1
+        assert [i for i, _ in again.search_bm25("u", "tea", k=3)]
+        with psycopg.connect(pg_dsn) as conn:
+            names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,))}
+            applied = [r[0] for r in conn.execute(
+                sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(schema)))]
+        assert {"records_embedding", "records_tsv"} <= names and applied == [1, 2]
+        again.close()
+        with pytest.raises(ConfigError, match="dim=16"):
+            PostgresStore(pg_dsn, dim=16, schema=schema)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("INSERT INTO {}.schema_version (version, name) VALUES (99, 'future')").format(
+                sql.Identifier(schema)))
+        with pytest.raises(StoreError, match="upgrade memlab"):
+            PostgresStore(pg_dsn, dim=8, schema=schema)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_open_store_dispatches_to_postgres(monkeypatch):
+    import engine.postgres_store as pg
+    from engine.store import open_store
+
+    seen = []
+    monkeypatch.setattr(pg, "PostgresStore", lambda dsn, **kw: seen.append((dsn, kw)) or "pg")
+    assert open_store("postgresql://u@h/db", dim=8) == "pg" and open_store("postgres", embedder_name="minilm") == "pg"
+    assert seen == [("postgresql://u@h/db", {"dim": 8, "embedder_name": "hash"}),
+                    (None, {"dim": 384, "embedder_name": "minilm"})]
+
+
+def test_unreachable_server_names_the_fix_and_hides_the_password():
+    from engine.postgres_store import PostgresStore
+
+    with pytest.raises(StoreError, match="start the server or fix the DSN") as err:
+        PostgresStore("postgresql://nobody:hunter2@127.0.0.1:1/none?connect_timeout=2", dim=8)
+    assert "hunter2" not in str(err.value)
+
+
+def test_temporary_refuses_the_public_schema(pg_dsn):
+    with pytest.raises(ConfigError, match="public"):
+        make_pg(pg_dsn, dim=8, schema="public", temporary=True)
+
+
+# -- NUL and the escape character survive the trip ---------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(["\x00", "\U0010fffe", "0", "a", "北"]), max_size=12))
+def test_text_escape_round_trips(text):
+    from engine.postgres_store import _escape, _unescape
+
+    assert "\x00" not in _escape(text) and _unescape(_escape(text)) == text
+
+
+def test_nul_and_escape_char_round_trip_through_the_server(pg_dsn):
+    store = make_pg(pg_dsn, dim=8)
+    try:
+        tricky = "a\x00b\U0010fffe0c\U0010fffe\U0010fffe\x00"
+        m = store.add_message(Message(user_id=tricky, session_id="s\x00", role="user", content=tricky, created_at=T0))
+        assert store.messages(tricky)[0].to_dict() == m.to_dict()
+        (r,) = store.add_records([rec(tricky, "tea", keywords=(tricky,))], unit(np.random.default_rng(0), 1, 8))
+        assert store.get_records(tricky, [r.id])[0].keywords == (tricky,)
+        assert store.users() == [tricky] and store.messages("a") == []
+    finally:
+        store.close()
+
+
+def test_stats_report_backend_and_paths(pg_dsn):
+    store = make_pg(pg_dsn, dim=8)
+    try:
+        store.add_message(msg("u", "s", "hi"))
+        st_ = store.stats()
+        assert st_["backend"] == "postgres" and st_["counts"]["messages"] == 1 and st_["bytes"] > 0
+        assert st_["dim"] == 8 and st_["embedder_name"] == "hash" and st_["pgvector"]
+    finally:
+        store.close()

@@ -1,0 +1,193 @@
+"""SQLiteStore: the conformance suite in memory and on a file, plus SQLite-only behaviour."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from engine.errors import ConfigError, StoreError
+from engine.sqlite_store import MIGRATIONS, SQLiteStore
+from engine.store import open_store
+
+from store_conformance import T0, StoreConformance, msg, rec, unit
+
+
+class TestSQLiteMemoryConformance(StoreConformance):
+    def make_store(self, tmp_path, *, dim):
+        return SQLiteStore(":memory:", dim=dim)
+
+
+class TestSQLiteFileConformance(StoreConformance):
+    def make_store(self, tmp_path, *, dim):
+        return SQLiteStore(str(tmp_path / "memlab.db"), dim=dim)
+
+
+def test_memory_store_is_one_database_across_threads(store_factory):
+    """Reference defect 3: two connections to ':memory:' saw two databases."""
+    import threading
+
+    store = store_factory()
+    store.add_message(msg("u", "s", "from main"))
+    seen = []
+    t = threading.Thread(target=lambda: seen.extend(store.messages("u")))
+    t.start()
+    t.join()
+    assert [m.content for m in seen] == ["from main"]
+
+
+def test_open_store_dispatches_to_sqlite(tmp_path):
+    store = open_store(str(tmp_path / "x.db"), dim=16)
+    try:
+        assert isinstance(store, SQLiteStore) and store.dim == 16
+    finally:
+        store.close()
+
+
+def test_everything_persists_across_reopen(store_factory, rng):
+    store = store_factory("p.db")
+    v = unit(rng, 3, 32)
+    m = store.add_message(msg("u", "s", "hello"))
+    rs = store.add_records([rec("u", "green tea"), rec("u", "北京朝阳区"), rec("u", "old fact")], v)
+    store.supersede("u", rs[2].id, rs[0].id, T0)
+    store.set_cursor("u", "s", "sliced", m.id)
+    store.set_kv("u", "weights", {"alpha": 0.4})
+    store.close()
+    again = store_factory("p.db")
+    assert [x.to_dict() for x in again.messages("u")] == [m.to_dict()]
+    assert [r.id for r in again.records("u")] == [rs[0].id, rs[1].id]
+    assert again.get_cursor("u", "s", "sliced") == m.id and again.get_kv("u", "weights") == {"alpha": 0.4}
+    assert [i for i, _ in again.search_bm25("u", "北京", k=3)] == [rs[1].id]
+    assert again.search_dense("u", v[0], k=1)[0][0] == rs[0].id
+    assert again.search_dense("u", v[2], k=3, include_invalid=True)[0][0] == rs[2].id
+    assert again.add_message(msg("u", "s", "next")).id > m.id
+
+
+def test_file_store_uses_wal(store_factory):
+    store = store_factory("w.db")
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_reopen_with_another_dim_names_the_fix(store_factory):
+    store_factory("d.db", dim=32).close()
+    with pytest.raises(ConfigError, match="dim=32.*replace_vectors"):
+        store_factory("d.db", dim=16)
+
+
+def test_corrupt_file_is_a_store_error(tmp_path):
+    path = tmp_path / "bad.db"
+    path.write_bytes(b"this is not an sqlite database at all" * 200)
+    with pytest.raises(StoreError, match="bad.db.*(corrupt|not a memlab)"):
+        SQLiteStore(str(path), dim=16)
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="not a memlab store"):
+        SQLiteStore(str(path), dim=16)
+
+
+def test_migrations_are_idempotent(store_factory):
+    store = store_factory("m.db")
+    store.add_message(msg("u", "s", "kept"))
+    assert store.schema_version == len(MIGRATIONS)
+    store.close()
+    for _ in range(2):
+        again = store_factory("m.db")
+        assert again.schema_version == len(MIGRATIONS)
+        assert [m.content for m in again.messages("u")] == ["kept"]
+        again.close()
+
+
+def test_locked_database_is_a_store_error(store_factory):
+    writer = store_factory("l.db", busy_timeout_ms=50)
+    other = store_factory("l.db", busy_timeout_ms=50)
+    with writer.transaction():
+        writer.add_message(msg("u", "s", "holding the lock"))
+        with pytest.raises(StoreError, match="locked.*busy_timeout_ms"):
+            other.add_message(msg("u", "s", "blocked"))
+    assert len(other.messages("u")) == 1
+
+
+def test_closed_store_says_so(store_factory):
+    store = store_factory()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.messages("u")
+
+
+def test_forget_user_leaves_no_bytes_in_the_file(store_factory, rng, tmp_path):
+    store = store_factory("f.db")
+    marker = "zqxmarker7781"
+    vec = unit(rng, 1, 32)
+    store.add_message(msg("victim-" + marker, "s", f"my secret is {marker}"))
+    store.add_records([rec("victim-" + marker, f"secret {marker} lives here", keywords=(marker,))], vec)
+    store.append_event(__import__("engine.models", fromlist=["Event"]).Event(
+        user_id="victim-" + marker, session_id="s", kind="extract", at=T0, payload={"text": marker}))
+    store.add_records([rec("bystander", "nothing to see")], unit(rng, 1, 32))
+    store.close()
+    store = store_factory("f.db")  # the bytes went to the main file at checkpoint
+    assert marker.encode() in (tmp_path / "f.db").read_bytes() + _wal(tmp_path / "f.db")
+    store.forget_user("victim-" + marker)
+    data = (tmp_path / "f.db").read_bytes() + _wal(tmp_path / "f.db")
+    assert marker.encode() not in data
+    assert vec[0].tobytes() not in data
+    assert store.count_records("bystander") == 1
+
+
+def _wal(path) -> bytes:
+    wal = str(path) + "-wal"
+    return open(wal, "rb").read() if os.path.exists(wal) else b""
+
+
+def test_large_partition_uses_rescored_quantised_knn(store_factory, rng):
+    """Above exact_knn_max the KNN is coarse (bits) then exact cosine on the candidates."""
+    store = store_factory(dim=64, exact_knn_max=100, rescore_factor=4)
+    v = unit(rng, 600, 64)
+    rs = store.add_records([rec("u", f"r{i}") for i in range(600)], v)
+    ids = np.array([r.id for r in rs])
+    recall = []
+    for q in unit(rng, 10, 64):
+        hits = store.search_dense("u", q, k=10)
+        cos = v @ q
+        assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        for rid, s in hits:  # scores are exact cosines
+            assert s == pytest.approx(float(cos[np.flatnonzero(ids == rid)[0]]), abs=1e-5)
+        recall.append(len({i for i, _ in hits} & set(ids[np.argsort(-cos)[:10]].tolist())) / 10)
+    # a stored vector is always found first
+    assert store.search_dense("u", v[123], k=5)[0][0] == rs[123].id
+    assert np.mean(recall) >= 0.5  # random 64-d vectors are the hard case for sign bits
+    store.supersede("u", rs[123].id, rs[0].id, T0 + timedelta(days=1))
+    assert rs[123].id not in [i for i, _ in store.search_dense("u", v[123], k=5)]
+
+
+def test_stats_reports_counts_and_embedder(store_factory, rng):
+    store = store_factory("s.db")
+    store.add_records([rec("u", "a")], unit(rng, 1, 32))
+    st = store.stats()
+    assert st["counts"]["records"] == 1 and st["dim"] == 32 and st["embedder_name"] == "hash" and st["bytes"] > 0
+
+
+def test_perf_bench_smoke_shape():
+    from engine.bench import format_table, run_perf
+
+    calls = []
+    result = run_perf(sizes=(300,), repeats=3, k=10, dim=32, turn_fn=lambda store, user, text: calls.append(text))
+    row = result["sizes"]["300"]
+    assert result["stores"]["sqlite"]["sizes"]["300"] is row
+    assert row["records_user"] == 300 and row["records_total"] > 300  # other users beside
+    assert row["retrieve_p50_ms"] > 0 and row["retrieve_p95_ms"] >= row["retrieve_p50_ms"]
+    assert row["ingest_per_s"] > 0 and row["bytes_per_record"] > 0 and calls
+    assert row["dense_recall_at_k"] == 1.0  # small partitions are searched exactly
+    assert result["config"]["dim"] == 32 and "sqlite_vec" in result["config"]["versions"]
+    assert "300" in format_table(result)
