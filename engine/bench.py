@@ -312,6 +312,26 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def scripted_turn_fn() -> Callable[[Any, str, str], Any]:
+    """One whole turn (stamp, gate, retrieve, inject, reinforce, scripted chat) on a built store."""
+    from .clock import VirtualClock
+    from .embeddings import HashEmbeddings
+    from .pipeline import MemoryEngine
+
+    engines: dict[int, Any] = {}
+
+    def turn(store: Any, user_id: str, text: str) -> Any:
+        engine = engines.get(id(store))
+        if engine is None or engine.store is not store:
+            engine = MemoryEngine(store=store, clock=VirtualClock(BENCH_NOW), embedder=HashEmbeddings(store.dim))
+            engines[id(store)] = engine
+        result = engine.turn(user_id, "bench-session", text)
+        engine.clock.advance(35)
+        return result
+
+    return turn
+
+
 def perf_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memlab bench perf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="records of the measured user, comma-separated")
@@ -330,7 +350,7 @@ def perf_main(argv: list[str] | None = None) -> int:
     from .clock import SystemClock
 
     result = run_perf(sizes=sizes, stores=stores, repeats=args.queries, seed=args.seed, at=SystemClock().now(),
-                      progress=lambda m: print(m, file=sys.stderr, flush=True))
+                      turn_fn=scripted_turn_fn(), progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(format_table(result))
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:

@@ -120,6 +120,13 @@ _ISO = re.compile(
 
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
     """Parse "35s", "2h", "3d", "1w", "1h30m", "90" (seconds) or ISO "PT2H" into a timedelta."""
+    try:
+        return _parse_duration(text)
+    except OverflowError:
+        raise ClockError(f"duration {text!r} is too long; keep durations under about 2.7 million years") from None
+
+
+def _parse_duration(text: str | int | float | timedelta) -> timedelta:
     if isinstance(text, timedelta):
         return text
     if isinstance(text, bool):

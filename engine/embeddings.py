@@ -38,9 +38,13 @@ class HashEmbeddings(Embeddings):
     def __init__(self, dim: int = 384):
         self.dim = int(dim)
 
+    #: Characters embedded at most: a memory record is a sentence; a 1 MB message is truncated
+    #: here rather than hashing a million trigrams (MiniLM truncates at 256 word pieces anyway).
+    max_chars = 8000
+
     def _vector(self, text: str) -> list[float]:
         vec = np.zeros(self.dim, dtype=np.float64)
-        tokens = tokenize(text)
+        tokens = tokenize(text[: self.max_chars])
         features = [("w", t, 1.0) for t in tokens]
         for t in tokens:
             padded = f"#{t}#"

@@ -332,17 +332,23 @@ class MemoryEngine:
                                    pending=m.id > cursor))
         return out
 
-    def gate_status(self, user_id: str, session_id: str) -> GateStatus:
+    def gate_status(self, user_id: str, session_id: str, *, incoming: bool = False) -> GateStatus:
         """The gate's numbers for this session now (what the next `prepare` would decide).
 
         Maturity: M(age of the oldest pending message) against `slice_value`. Trigger: measured
         over the mature prefix of the pending messages (what an event would extract), so one
         gate opening extracts a batch and the gate closes again until another batch matures:
         never an event every turn. An idle gap past the slice gate also opens it.
+
+        `incoming=True` answers for the next turn: as if a user message arrived now (what the
+        lab shows before you send one).
         """
         cfg = self.config
         now = self.now()
         pending = self.pending(user_id, session_id)
+        if incoming:
+            pending = [*pending, Message(user_id=user_id, session_id=session_id, role="user", content="",
+                                         created_at=now)]
         oldest = pending[0] if pending else None
         age = (now - oldest.created_at).total_seconds() if oldest else None
         mat = maturity(age, tau_m=cfg.tau_m, c_m=cfg.c_m) if age is not None else 0.0

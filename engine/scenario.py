@@ -69,8 +69,11 @@ class Scenario:
     def memory_config(self, *, preset: str | None = None, overrides: Mapping[str, Any] | None = None) -> MemoryConfig:
         values = dict(self.config)
         values.update(overrides or {})
+        chosen = preset or self.preset
         try:
-            return MemoryConfig.from_preset(preset or self.preset, **values)
+            if chosen.lower().endswith((".toml", ".json")):  # a saved preset file (e.g. from memlab tune)
+                return MemoryConfig.load(chosen).with_overrides(**values)
+            return MemoryConfig.from_preset(chosen, **values)
         except ConfigError as exc:
             raise ConfigError(exc.problems, source=self.path or self.name) from None
 
@@ -340,9 +343,12 @@ def replay(
         done += 1
         if progress:
             progress(done, total)
-    log = [e.to_dict() for e in engine.store.events()]
+    # only this scenario's users: a shared --db may hold other replays' events
+    events = [e for u in scenario.users for e in engine.store.events(user_id=u)]
+    events.sort(key=lambda e: e.id or 0)
+    log = [e.to_dict() for e in events]
     return ReplayResult(scenario=scenario.name, config=cfg.describe(), probes=probes_out,
-                        events=summarize_events(engine.store.events()), ledger=engine.ledger.summary(),
+                        events=summarize_events(events), ledger=engine.ledger.summary(),
                         payload_tokens=payload, event_log=log)
 
 

@@ -77,10 +77,6 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _ts(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
-
-
 def _dt(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
@@ -151,7 +147,7 @@ class SQLiteStore:
         embedder_name: str = "hash",
         busy_timeout_ms: int = 5000,
         exact_knn_max: int = EXACT_KNN_MAX,
-        rescore_factor: int = 2,
+        rescore_factor: int = 4,
     ):
         if _sqlite is None:
             raise StoreError(

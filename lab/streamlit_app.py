@@ -38,10 +38,6 @@ pages = {
     "Configure": [
         st.Page(_PAGES / "settings.py", title="Settings", icon=":material/settings:"),
     ],
-    "Compare": [
-        st.Page(_PAGES / "scenarios.py", title="Scenarios", icon=":material/compare_arrows:"),
-        st.Page(_PAGES / "tune.py", title="Tune", icon=":material/tune:"),
-    ],
 }
 page = st.navigation(pages)
 lab = get_lab()

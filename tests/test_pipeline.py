@@ -318,3 +318,12 @@ def test_assistant_recall_only_when_asked():
     r2 = engine.turn("alice", "s1", "Where is the story set?")
     assert not r2.retrieval.query.needs_assistant
     assert "assistant replied then" not in r2.prompt.system
+
+
+def test_gate_status_for_the_incoming_message_predicts_the_next_turn():
+    engine, clock = make()
+    chat(engine, clock, FACTS[:2])
+    clock.advance("2h")
+    predicted = engine.gate_status("alice", "s1", incoming=True)
+    assert not engine.gate_status("alice", "s1").will_fire  # the idle gap needs the new message
+    assert predicted.will_fire == engine.turn("alice", "s1", "I'm back.").event_fired is True

@@ -78,7 +78,7 @@ with side_col:
         st.markdown("##### Clock")
         ui.clock_panel(lab)
 
-    gate = engine.gate_status(lab.user_id, lab.session_id)
+    gate = engine.gate_status(lab.user_id, lab.session_id, incoming=True)
     cfg = engine.config
     with st.container(border=True):
         st.markdown("##### Gate")
@@ -96,9 +96,9 @@ with side_col:
             f"idle gap {'open' if gate.idle_open else 'closed'}",
         ]
         verdict = ":green[an event fires]" if gate.will_fire else ":gray[no event]"
-        st.markdown(f"Gate now: {verdict} — " + " · ".join(parts))
-        st.caption("Counted before your next message arrives; the message you send is stamped, then the "
-                   "gate is checked again (an idle gap past the slice gate also opens it).")
+        st.markdown(f"Your next message: {verdict} — " + " · ".join(parts))
+        st.caption("Counted as if your next message arrived now (it is stamped with the virtual clock); "
+                   "an idle gap past the slice gate also opens the gate.")
 
     with st.container(border=True):
         st.markdown("##### Working memory")

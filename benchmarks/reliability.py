@@ -1,0 +1,17 @@
+"""Reliability report: concurrency, crash kills, faults and hostile input (see engine/reliability.py).
+
+    python benchmarks/reliability.py --quick            # CI size, under a minute
+    python benchmarks/reliability.py --full --json out.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.reliability import reliability_main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(reliability_main(sys.argv[1:]))
