@@ -77,6 +77,8 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def page(server):
     if not Path(CHROMIUM).exists():
+        if os.environ.get("MEMLAB_REQUIRE_BROWSER"):  # CI installs it: missing is a failure there
+            pytest.fail(f"{CHROMIUM} is missing but MEMLAB_REQUIRE_BROWSER is set")
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as pw:
