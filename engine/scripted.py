@@ -35,7 +35,7 @@ from .roles import (
     WindowMessage,
 )
 from .text import content_tokens, has_cjk, jaccard, keywords, normalize, split_clauses, split_sentences, tokenize
-from .timeparse import absolutize, parse_time_constraint, span_label
+from .timeparse import absolutize, day_span, parse_time_constraint, span_label
 
 __all__ = [
     "ScriptedExtractor",
@@ -158,6 +158,12 @@ _OCC_EN = re.compile(
 )
 _OCC_EN_AS = re.compile(r"\bI (?:work|worked) as\s+(?:an?\s+)?(?P<o>[\w\s-]+?)(?=\s+(?:at|in|for)\b|[,.;!]|$)", re.I)
 _OCC_ZH = re.compile(r"我是(?:一名|一个|一位|个|名)?(?P<o>[\u4e00-\u9fff]{1,8}?)(?=[，。,.!！；;\s]|$)")
+_ADVICE = re.compile(
+    r"\b(?:should I|should the|should we|should my|do you recommend|would you recommend|can you recommend|"
+    r"could you recommend|recommend|suggest|any (?:tips|advice|ideas)|what do you think|which (?:one|is better)|"
+    r"or\b.*\?)|推荐|建议|应该|哪个好|怎么办",
+    re.I,
+)
 _ZH_SUBJECTLESS = re.compile(r"^(?:是|在|住|喜欢|讨厌|有|对|今年|每周|每天)[\u4e00-\u9fff]")
 _MOVED = re.compile(
     r"\bI(?:'ve| have)? (?:just )?(?:moved|relocated) to\s+(?:the\s+)?(?P<p>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)"
@@ -377,6 +383,13 @@ class ScriptedExtractor:
     def _from_message(self, msg: WindowMessage, speaker: str) -> list[ExtractedRecord]:
         out = []
         for sentence in split_sentences(msg.content):
+            if _is_question(sentence) and _ADVICE.search(sentence):
+                # asking for advice is an episode worth keeping: the assistant's answer to it is
+                # what "what did you recommend last time?" recalls through this record's source
+                record = self._advice(sentence, msg, speaker)
+                if record is not None:
+                    out.append(record)
+                continue
             if _is_question(sentence) or _is_chitchat(sentence):
                 continue
             for clause in split_clauses(sentence):
@@ -388,6 +401,22 @@ class ScriptedExtractor:
                 if record is not None:
                     out.append(record)
         return out
+
+    def _advice(self, question: str, msg: WindowMessage, speaker: str) -> ExtractedRecord | None:
+        zh = _is_zh(question)
+        who = speaker or (ANONYMOUS_ZH if zh else ANONYMOUS)
+        rewritten, mentions = absolutize(question, anchor=msg.at)
+        asked = _resolve_speaker(rewritten, who).strip()
+        substance = set(content_tokens(question)) - _QUESTION_WORDS - {"think", "recommend", "suggest", "advice",
+                                                                       "tips", "ideas", "better", "one"}
+        if len(substance) < 2:
+            return None  # "What do you think?" carries nothing to remember
+        day = span_label(day_span(msg.at.date(), msg.at.tzinfo))
+        content = f"{who}在{day}请教：{asked}" if zh else f"On {day} {who} asked for advice: {asked}"
+        kw = _keywords(asked, None, extra=[w for w in (speaker,) if w])
+        return ExtractedRecord(content=content, memory_type="episodic", tags=["episode", "decision"],
+                               theme=_theme(question, kw), time=day, keywords=kw, source_ids=[msg.id],
+                               speaker=speaker or ANONYMOUS)
 
     def _record(self, clause: str, msg: WindowMessage, speaker: str) -> ExtractedRecord | None:
         zh = _is_zh(clause)

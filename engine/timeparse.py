@@ -300,6 +300,19 @@ def _weekday(m: re.Match, anchor: datetime) -> TimeSpan | None:
     return _via_dp(normalize=lambda mm: f"{which} {mm.group('d').lower()}", period="day")(m, anchor)
 
 
+_PAST_MARK = re.compile(r"\b(?:did|was|were|went|had|ate|saw|met|got|came|\w+ed)\b", re.I)
+
+
+def _bare_weekday(m: re.Match, anchor: datetime) -> TimeSpan | None:
+    """"on Sunday" in a sentence about the past: the latest such day up to the anchor. Elsewhere
+    it may be a habit ("no meetings on Friday") or a plan, so it stays unresolved."""
+    if not _PAST_MARK.search(m.string):
+        return None
+    target = _WEEKDAYS.index(m.group("d").lower())
+    today = anchor.date()
+    return day_span(today - timedelta(days=(today.weekday() - target) % 7), anchor.tzinfo)
+
+
 def _bare_year(m: re.Match, anchor: datetime) -> TimeSpan:
     return _year_span(int(m.group("t")), anchor.tzinfo)
 
@@ -385,6 +398,7 @@ _PATTERNS: list[tuple[re.Pattern, Resolver, bool]] = [
     (re.compile(r"(?P<t>\b(?P<w>last|next|this|past|coming|previous)\s+weekend\b)", re.I), _weekend, True),
     (re.compile(rf"(?P<t>\b(?P<w>last|next|this|past|coming|previous)\s+(?P<d>{_WEEKDAY})\b)", re.I), _weekday, True),
     (re.compile(rf"(?P<t>\b(?P<n>{_NUM})\s+(?P<u>days?|weeks?|months?|years?)\s+ago\b)", re.I), _ago_resolver, True),
+    (re.compile(rf"\bon\s+(?P<t>(?P<d>{_WEEKDAY}))\b", re.I), _bare_weekday, True),
     (re.compile(rf"(?P<t>\bin\s+(?P<n>{_NUM})\s+(?P<u>days?|weeks?|months?|years?)\b)(?!\s+ago)", re.I), _in_resolver, True),
     # Chinese
     (re.compile(rf"(?P<t>(?P<y>\d{{4}}|[零〇一二三四五六七八九]{{4}})年(?P<m>{_CN_NUM})月(?P<d>{_CN_NUM})[日号])"), _cn_full_date, False),
