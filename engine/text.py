@@ -156,7 +156,8 @@ def split_sentences(text: str) -> list[str]:
 
     A period between digits ("3.5", "v1.2") or after a one-letter initial does not end a sentence.
     """
-    protected = re.sub(r"(?<=\d)\.(?=\d)", "\u2024", text or "")
+    # a period inside a token (3.5, v1.2, omar.h@mail.example, example.com) does not end a sentence
+    protected = re.sub(r"(?<=[\w@])\.(?=[\w@])", "\u2024", text or "")
     protected = re.sub(r"\b(Mr|Mrs|Ms|Dr|St|e\.g|i\.e|vs|etc)\.", lambda m: m.group(0).replace(".", "\u2024"), protected)
     parts = _SENTENCE_END.split(protected)
     return [p.replace("\u2024", ".").strip() for p in parts if p and p.strip()]

@@ -388,9 +388,11 @@ _PATTERNS: list[tuple[re.Pattern, Resolver, bool]] = [
     (re.compile(rf"(?P<t>\b{_MONTHS}\s+\d{{1,2}}{_ORD},?\s+\d{{4}}\b)", re.I), _via_dp(period="day"), False),
     (re.compile(rf"(?P<t>\b\d{{1,2}}{_ORD}\s+(?:of\s+)?{_MONTHS},?\s+\d{{4}}\b)", re.I), _via_dp(period="day"), False),
     (re.compile(rf"(?P<t>\b{_MONTHS},?\s+\d{{4}}\b)", re.I), _via_dp(period="month"), False),
-    (re.compile(rf"(?P<t>\b{_MONTHS_CAP}\s+\d{{1,2}}{_ORD}\b)(?!\s*:)"), _via_dp(period="day"), True),
-    (re.compile(rf"(?P<t>\b\d{{1,2}}{_ORD}\s+(?:of\s+)?{_MONTHS_CAP}\b)"), _via_dp(period="day"), True),
-    (re.compile(rf"\b{_PREP}\s+(?P<t>{_MONTHS_CAP})(?![\w])"), _via_dp(period="month"), True),
+    # a day or month without a year gets its year from the anchor for the time dimension, but the
+    # text keeps what was said: "my birthday is 14 August" recurs, it is not 2026-08-14
+    (re.compile(rf"(?P<t>\b{_MONTHS_CAP}\s+\d{{1,2}}{_ORD}\b)(?!\s*:)"), _via_dp(period="day"), False),
+    (re.compile(rf"(?P<t>\b\d{{1,2}}{_ORD}\s+(?:of\s+)?{_MONTHS_CAP}\b)"), _via_dp(period="day"), False),
+    (re.compile(rf"\b{_PREP}\s+(?P<t>{_MONTHS_CAP})(?![\w])"), _via_dp(period="month"), False),
     (re.compile(rf"(?:\b{_PREP}\s+|^\s*)(?P<t>(?:19|20)\d{{2}})\b(?![-/.:]\d)", re.I), _bare_year, False),
     (re.compile(r"(?P<t>\bthe\s+day\s+(?:before\s+yesterday|after\s+tomorrow)\b)", re.I), _via_dp(normalize=_day_word, period="day"), True),
     (re.compile(r"(?P<t>\b(?:yesterday|today|tomorrow|tonight|last\s+night|this\s+(?:morning|afternoon|evening))\b)", re.I), _via_dp(normalize=_day_word, period="day"), True),
