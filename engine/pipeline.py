@@ -19,7 +19,7 @@ import threading
 import time as _time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -439,7 +439,8 @@ class MemoryEngine:
         records = [r for r in self.store.get_records(user_id, picked) if r.is_current or cfg.include_history]
         replies = retrieval.assistant_replies if retrieval else {}
         window = self._fit_window([w.message for w in self.working_memory(user_id, session_id)])
-        prompt = build_prompt(core=cfg.core_prompt, profile=self.store.get_profile(user_id), records=records,
+        profile, held_values = self._profile_for_prompt(user_id, retrieval)
+        prompt = build_prompt(core=cfg.core_prompt, profile=profile, records=records,
                               window=window, counter=self.counter, assistant_replies=replies, now=self.now())
         self._log(user_id, session_id, "inject", {
             "record_ids": list(prompt.record_ids),
@@ -448,6 +449,7 @@ class MemoryEngine:
             "payload_tokens": prompt.payload_tokens,
             "window_messages": len(window),
             "assistant_recall": sorted(replies),
+            "profile_values_held": held_values,
         }, event_no=event_no)
         if records:
             now = self.now()
@@ -456,6 +458,36 @@ class MemoryEngine:
                                                          "at": now.isoformat()}, event_no=event_no)
         self.last_prompt = prompt
         return prompt, fired, event_no, retrieval
+
+    def _profile_for_prompt(self, user_id: str, retrieval: Retrieval | None) -> tuple[UserProfile, list[str]]:
+        """The stored profile, minus values the live window contradicts (not written back).
+
+        A value goes when it states the old value of an attribute whose record the live window
+        supersedes ("lives in Chengdu" while the user just said they moved); the next event's
+        supersede and induction correct the stored profile itself.
+        """
+        from .scripted import _attribute
+
+        profile = self.store.get_profile(user_id)
+        if retrieval is None or not retrieval.excluded:
+            return profile, []
+        stale = []
+        for rid in retrieval.excluded:
+            rec = retrieval.records.get(rid)
+            attr = _attribute(rec.content) if rec is not None else None
+            if attr and attr[1]:
+                stale.append(attr[1].replace(" ", ""))
+        held: list[str] = []
+        fields: dict[str, tuple[str, ...]] = {}
+        for key, values in profile.fields.items():
+            keep = []
+            for v in values:
+                if any(old and old in v.lower().replace(" ", "") for old in stale):
+                    held.append(v)
+                else:
+                    keep.append(v)
+            fields[key] = tuple(keep)
+        return replace(profile, fields=fields), held
 
     def _fit_window(self, window: list[Message]) -> list[Message]:
         """The newest messages that fit the context budget (the current one always stays).
@@ -735,13 +767,18 @@ class MemoryEngine:
                  log: bool = False, event_no: int | None = None, speaker: str | None = None,
                  now: datetime | None = None, paths: Sequence[str] = ("bm25", "dense", "dim"),
                  fusion: str = "minmax") -> Retrieval:
-        """Tri-path retrieval and forgetting-curve ranking inside the user's partition."""
+        """Tri-path retrieval and forgetting-curve ranking inside the user's partition.
+
+        Floor candidates (records carrying an `always_inject_types` tag) are the newest
+        `candidate_k` current records per such tag, like any other path's top-k: every one of them
+        is scored and logged, so taking all of them made a turn cost grow with the partition.
+        """
         cfg = config or self.config
         now = now or self.now()
         parsed = self.parse_query(query, speaker=speaker, now=now)
         qvec = self.embedder.embed_query(parsed.text) if "dense" in paths else None
-        floor_ids = [r.id for r in self.store.records(user_id, tags_any=list(cfg.always_inject_types))] \
-            if cfg.always_inject_types else []
+        floor_ids = sorted({r.id for tag in dict.fromkeys(cfg.always_inject_types) for r in self.store.records(
+            user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)})
         results: PathResults = gather(self.store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg,
                                       extra_ids=floor_ids, paths=paths)
         R = fuse(results, path_weights=cfg.path_weights, mode=fusion)
@@ -788,7 +825,7 @@ class MemoryEngine:
         record they would SUPERSEDE at the next event is held back now.
         """
         from .scripted import ScriptedConsolidator, ScriptedExtractor
-        from .text import jaccard
+        from .text import normalize
         from .update import _cos, keyword_set
 
         pending = [m for m in self.pending(user_id, session_id) if m.role == "user"]
@@ -805,12 +842,19 @@ class MemoryEngine:
         live_vecs = self.embedder.embed_documents([record_text(r) for r in fresh])
         stored = self.store.vectors(user_id, list(records))
         held: dict[int, str] = {}
+        # text.jaccard's normalised key sets, made once per record instead of once per pair
+        norm = lambda xs: {normalize(x).strip() for x in xs if x and x.strip()}  # noqa: E731
+        old_keys: dict[int, set[str]] = {}
         for new, vec in zip(fresh, live_vecs, strict=True):
-            keys = keyword_set(new)
+            keys = norm(keyword_set(new))
             for rid, old in records.items():
                 if rid in held or not old.is_current or old.memory_type != new.memory_type:
                     continue
-                if jaccard(keys, keyword_set(old)) < self.config.update_jaccard or rid not in stored:
+                if rid not in old_keys:
+                    old_keys[rid] = norm(keyword_set(old))
+                both = keys | old_keys[rid]
+                if (len(keys & old_keys[rid]) / len(both) if both else 0.0) < self.config.update_jaccard \
+                        or rid not in stored:
                     continue
                 if _cos(vec, stored[rid]) < threshold:
                     continue

@@ -327,3 +327,19 @@ def test_gate_status_for_the_incoming_message_predicts_the_next_turn():
     predicted = engine.gate_status("alice", "s1", incoming=True)
     assert not engine.gate_status("alice", "s1").will_fire  # the idle gap needs the new message
     assert predicted.will_fire == engine.turn("alice", "s1", "I'm back.").event_fired is True
+
+
+def test_a_record_the_live_window_contradicts_is_not_served():
+    engine, clock = make(tau_m=1, slice_value=0.01, long_term_value=0.02, trigger_threshold=2)
+    chat(engine, clock, ["I live in Beijing.", "My dog is called Rex."], step=60)
+    assert any("Beijing" in r.content for r in engine.store.records("alice"))
+    engine.set_config(engine.config.with_overrides(trigger_threshold=100, idle_event=False))  # no event now
+    engine.turn("alice", "s1", "I moved to Shanghai last week.")
+    r = engine.turn("alice", "s1", "Where do I live now?")
+    assert not r.event_fired
+    assert "Beijing" not in r.prompt.system  # neither the record nor the profile value
+    row = next(x for x in r.retrieval.rows if "Beijing" in r.retrieval.records[x.record_id].content)
+    assert row.verdict == "dropped" and row.why.startswith("contradicted by the live window")
+    assert "Shanghai" in "\n".join(m["content"] for m in r.prompt.messages)  # the live window says it
+    old = next(x for x in engine.store.records("alice") if "Beijing" in x.content)
+    assert old.is_current  # nothing stored changed: the next event will supersede it
