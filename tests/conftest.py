@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+# tests never reach a real model provider (loopback test servers stay allowed)
+os.environ.setdefault("MEMLAB_FORBID_REAL_MODELS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 from datetime import UTC, datetime
 
 import numpy as np
