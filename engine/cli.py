@@ -333,6 +333,11 @@ def _print_replay(res, *, verbose: bool = False) -> None:
               f"extracted {e['messages_extracted']} msgs → +{e['records_added']} records, "
               f"merged {e['merged']}, superseded {e['superseded']}, inducted {e['inducted']}, "
               f"injected {e['injected_tokens']} tok" + (f", errors {e['errors']}" if e["errors"] else ""))
+    if any(v.get("cost") for v in res.ledger.values()) or any(v.get("cache_hit_tokens") for v in res.ledger.values()):
+        from .ledger import Ledger
+
+        print("  model calls and cost per role:")
+        print("\n".join("    " + line for line in Ledger.format_table(res.ledger).splitlines()))
     calls = sum(int(v["calls"]) for v in res.ledger.values())
     print(f"  recall: context {rec['context']}/{rec['expected']}, reply {rec['reply']}/{rec['expected']}, "
           f"rejected served {rec['rejected_served']}; payload {res.payload_tokens} tok; model calls {calls} "
