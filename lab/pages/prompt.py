@@ -59,3 +59,19 @@ for part in prompt.parts:
 
 with st.expander("The messages exactly as sent (role, content)"):
     st.json([dict(m) for m in prompt.messages], expanded=1)
+
+st.markdown("##### Model calls and cost per role (this lab session)")
+ledger = lab.engine.ledger.summary()
+if ledger:
+    st.dataframe(
+        pd.DataFrame([
+            {"role": role, "calls": int(v["calls"]), "input tokens": int(v["input_tokens"]),
+             "output tokens": int(v["output_tokens"]), "cache-hit tokens": int(v["cache_hit_tokens"]),
+             "cost": round(v["cost"], 6), "failures": int(v["failures"])}
+            for role, v in sorted(ledger.items())
+        ]),
+        hide_index=True,
+        width="stretch",
+    )
+    st.caption("Scripted models are counted with the approximate token counter and cost nothing; a real model's "
+               "calls carry the provider's usage fields and prices.")
