@@ -118,6 +118,9 @@ def test_chat_fast_forward_and_every_page(server, page):
     pg.goto(server)
     _settle(pg)
     pg.get_by_text("scripted models (offline stand-ins)").first.wait_for()
+    pg.get_by_role("button", name="+1 min").wait_for()  # the widgets, not their loading skeletons
+    pg.locator('[data-testid="stChatInputTextArea"]').wait_for()
+    _settle(pg)
     _no_exception(pg, "first load")
     _shot(pg, "00-chat-empty")
 
