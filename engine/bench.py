@@ -122,9 +122,11 @@ def retrieve_and_rank(store, user_id: str, query: str, qvec: np.ndarray, *, k: i
         return []
     missing = [rid for rid in union if rid not in cos]
     if missing:
-        for rid, vec in store.vectors(user_id, missing).items():
-            v = np.asarray(vec, dtype=np.float32)
-            cos[rid] = float(v @ qvec / (np.linalg.norm(v) * np.linalg.norm(qvec) + 1e-12))
+        found = store.vectors(user_id, missing)
+        if found:  # one matrix for all of them: converting vectors one by one cost more than the search
+            mat = np.asarray(list(found.values()), dtype=np.float32)
+            sims = mat @ qvec / (np.linalg.norm(mat, axis=1) * np.linalg.norm(qvec) + 1e-12)
+            cos.update(zip(found, (float(x) for x in sims), strict=True))
     recs = {r.id: r for r in store.get_records(user_id, union)}
     ids = [rid for rid in union if rid in recs]
     R = relevance([cos[rid] for rid in ids])

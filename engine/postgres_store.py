@@ -614,6 +614,7 @@ class PostgresStore:
         memory_type: str | None = None,
         tags_any: Sequence[str] | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
     ) -> list[MemoryRecord]:
         where, params = ["user_id = %s"], [user_id]
         if not include_invalid:
@@ -624,7 +625,8 @@ class PostgresStore:
         if tags_any is not None:
             where.append("tags && %s::text[]")
             params.append(list(tags_any))
-        return self._select_records(f"{' AND '.join(where)} ORDER BY id LIMIT %s", [*params, limit])
+        order = "id DESC" if newest_first else "id"
+        return self._select_records(f"{' AND '.join(where)} ORDER BY {order} LIMIT %s", [*params, limit])
 
     def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int:
         where, params = ["TRUE"], []

@@ -443,7 +443,7 @@ def _crash_plan(workdir: str, rounds: int, random_kills: int, turns: int, seed: 
 
     def launch(point: str, after: int, n_turns: int) -> tuple[int, str]:
         env = {"MEMLAB_CRASH_AT": point, "MEMLAB_CRASH_AFTER": str(after)}
-        argv = ["--db", path, "--acks", acks, "--turns", str(n_turns)] + (["--pause", "0.01"] if point == "random" else [])
+        argv = ["--db", path, "--acks", acks, "--turns", str(n_turns)] + (["--pause", "0.05"] if point == "random" else [])
         if cmd is not None:
             proc = subprocess.Popen(cmd + argv, cwd=str(REPO_ROOT), env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
                                                                           **env},

@@ -80,18 +80,14 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
 
         parts["time"] = float(time_match(query.time, record.time))
     if query.location:
-        loc = normalize(query.location)
-        hay = normalize(f"{record.location or ''} {record.content}")
+        loc = _normalized(query.location)
+        hay = _normalized(f"{record.location or ''} {record.content}")
         parts["location"] = 1.0 if loc and loc in hay else 0.0
-    q_kw = [normalize(k) for k in query.keywords if k.strip()]
+    q_kw, kw_tokens, multi = _query_terms(tuple(query.keywords))
     if q_kw:
         hay_tokens, rec_kw, content = _record_terms(record.content, tuple(record.keywords), record.location or "")
-        kw_tokens = set()
-        for k in q_kw:
-            kw_tokens.update(content_tokens(k) or [k])
         parts["keyword_tokens"] = len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0
         phrases = [k for k in q_kw if " " in k or k in rec_kw]
-        multi = [k for k in q_kw if " " in k or re.search(r"[\u4e00-\u9fff]{2,}", k)]
         pool = multi or phrases or q_kw
         parts["keyword_phrase"] = sum(1.0 for k in pool if k in rec_kw or k in content) / len(pool)
     if not parts:
@@ -100,6 +96,23 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
     if total_w <= 0:
         return float(np.mean(list(parts.values())))
     return float(sum(weights.get(k, 0.0) * v for k, v in parts.items()) / total_w)
+
+
+@lru_cache(maxsize=1024)
+def _query_terms(keywords: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]:
+    """A query's normalised keywords, their token set and its multi-word/Chinese phrases (the same
+    for every record a query is scored against, so computed once per query)."""
+    q_kw = [normalize(k) for k in keywords if k.strip()]
+    kw_tokens: set[str] = set()
+    for k in q_kw:
+        kw_tokens.update(content_tokens(k) or [k])
+    multi = tuple(k for k in q_kw if " " in k or re.search(r"[\u4e00-\u9fff]{2,}", k))
+    return tuple(q_kw), frozenset(kw_tokens), multi
+
+
+@lru_cache(maxsize=1 << 16)
+def _normalized(text: str) -> str:
+    return normalize(text)
 
 
 @lru_cache(maxsize=1 << 16)

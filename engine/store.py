@@ -79,8 +79,9 @@ class Store(Protocol):
         memory_type: str | None = None,
         tags_any: Sequence[str] | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
     ) -> list[MemoryRecord]:
-        """The user's records in id order (current only unless include_invalid)."""
+        """The user's records in id order, or newest first (current only unless include_invalid)."""
         ...
 
     def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int: ...

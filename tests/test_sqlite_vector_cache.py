@@ -17,21 +17,28 @@ DIM = 16
 
 
 def _exact(store: SQLiteStore, user: str, q: np.ndarray, k: int, include_invalid: bool = False):
-    """Brute force over what is stored: (id, cosine) best first, ties by id."""
+    """Brute force over what is stored: (top-k (id, cosine) best first, every candidate's cosine)."""
     recs = store.records(user, include_invalid=include_invalid)
     if not recs:
-        return []
+        return [], {}
     vecs = store.vectors(user, [r.id for r in recs])
     ids = np.array([r.id for r in recs])
-    mat = np.array([vecs[i] for i in ids.tolist()], dtype=np.float32)
+    mat = np.array([vecs[i] for i in ids.tolist()], dtype=np.float64)
     cos = (mat @ q) / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
     order = np.lexsort((ids, -cos))[:k]
-    return [(int(ids[i]), float(cos[i])) for i in order]
+    return [(int(ids[i]), float(cos[i])) for i in order], dict(zip(ids.tolist(), cos.tolist(), strict=True))
 
 
-def _same(got, want):
-    assert [i for i, _ in got] == [i for i, _ in want]
+def _same(got, exact):
+    """The same top-k up to ties: same scores in order, each id's true score, nothing better left out."""
+    want, every = exact
+    assert len(got) == len(want) and len({i for i, _ in got}) == len(got)
     assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
+    for rid, s in got:
+        assert every[rid] == pytest.approx(s, abs=1e-5)
+    if got:
+        left_out = [c for i, c in every.items() if i not in {j for j, _ in got}]
+        assert all(c <= got[-1][1] + 1e-5 for c in left_out)
 
 
 @pytest.fixture
@@ -114,8 +121,8 @@ def test_no_cache_falls_back_to_vec0_with_the_same_answer(tmp_path, rng):
         cached.add_records([rec("u", f"r{i}") for i in range(200)], v)
         cached.add_records([rec("other", f"o{i}") for i in range(50)], unit(rng, 50, DIM))
         for q in unit(rng, 5, DIM):
-            want = plain.search_dense("u", q, k=15)
-            _same(cached.search_dense("u", q, k=15), want)
+            _same(plain.search_dense("u", q, k=15), _exact(plain, "u", q, 15))
+            _same(cached.search_dense("u", q, k=15), _exact(plain, "u", q, 15))
         assert "u" not in plain._vcache and "u" in cached._vcache
     finally:
         cached.close()
