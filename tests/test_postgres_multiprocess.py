@@ -7,29 +7,14 @@ import multiprocessing
 import os
 import time
 import uuid
-import warnings
 
 import numpy as np
-import pytest
+from pg_support import POSTGRES_MARKS
 
 PROCESSES, USERS, OPS, RECORD_EVERY, DIM = 4, 3, 20, 5, 16
 
 
-def _pgserver_importable() -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            import pgserver  # noqa: F401
-        except ImportError:
-            return False
-    return True
-
-
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(not _pgserver_importable() and not os.environ.get("MEMLAB_REQUIRE_POSTGRES"),
-                       reason="pgserver is not installed: pip install 'memlab[postgres]'"),
-]
+pytestmark = POSTGRES_MARKS
 
 
 def _worker(dsn: str, schema: str, worker: int) -> dict:
@@ -73,7 +58,6 @@ def _worker(dsn: str, schema: str, worker: int) -> dict:
 
 
 def test_processes_and_users_lose_nothing_and_never_cross(request):
-    import os
 
     from engine.postgres_store import DEFAULT_DATA_DIR, PostgresStore, start_local_server
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import time
 import uuid
-import warnings
 
 import numpy as np
 import pytest
+from pg_support import POSTGRES_MARKS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,26 +22,11 @@ from engine.models import Message
 from store_conformance import T0, StoreConformance, msg, rec, unit
 
 
-def _pgserver_importable() -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            import pgserver  # noqa: F401
-        except ImportError:
-            return False
-    return True
-
-
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(not _pgserver_importable() and not os.environ.get("MEMLAB_REQUIRE_POSTGRES"),
-                       reason="pgserver is not installed: pip install 'memlab[postgres]'"),
-]
+pytestmark = POSTGRES_MARKS
 
 
 @pytest.fixture(scope="module")
 def pg_dsn():
-    import os
 
     from engine.postgres_store import DEFAULT_DATA_DIR, start_local_server
 
