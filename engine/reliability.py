@@ -591,7 +591,6 @@ class _BadEmbedder:
 def run_faults(workdir: str | Path) -> FaultReport:
     """Inject each fault kind into a live engine on a file DB; check error, answer and no loss."""
     from .clock import VirtualClock
-    from .embeddings import HashEmbeddings
     from .errors import MemlabError, ModelCallError, StoreError
     from .pipeline import DEFAULT_START, MemoryEngine
     from .sqlite_store import SQLiteStore, _sqlite
