@@ -31,6 +31,7 @@ __all__ = [
     "COMPARISON_PRESETS",
     "preset_names",
     "validate_weights",
+    "repair_weights",
     "DEFAULT_PRESET",
 ]
 
@@ -58,6 +59,46 @@ class Weights:
         if unknown:
             raise ConfigError(f"unknown weight(s) {sorted(unknown)}; known: alpha beta gamma delta w0 w1 w2")
         return cls(**{k: float(v) for k, v in data.items()})
+
+
+SCORE_WEIGHTS = ("alpha", "beta", "gamma")
+IMPORTANCE_WEIGHTS = ("w0", "w1", "w2")
+
+
+def repair_weights(values: Mapping[str, float], *, fallback: Mapping[str, float] | None = None) -> tuple[dict[str, float], list[str]]:
+    """Clip weights to their ranges and renormalise α+β+γ and w₀+w₁+w₂ to 1; say what changed.
+
+    A group that sums to 0 after clipping takes `fallback`'s values (the current weights), or
+    equal thirds.
+    """
+    out = dict(values)
+    notes: list[str] = []
+    for name in (*SCORE_WEIGHTS, *IMPORTANCE_WEIGHTS):
+        v = float(out[name])
+        c = min(1.0, max(0.0, v)) if v == v else 0.0
+        if c != v:
+            notes.append(f"{name} {v:.4g} clipped to {c:.4g}")
+        out[name] = c
+    d = float(out.get("delta", 0.0))
+    dc = min(1.0, max(-1.0, d)) if d == d else 0.0
+    if dc != d:
+        notes.append(f"delta {d:.4g} clipped to {dc:.4g}")
+    out["delta"] = dc
+    for group in (SCORE_WEIGHTS, IMPORTANCE_WEIGHTS):
+        total = sum(out[n] for n in group)
+        if abs(total - 1.0) <= 1e-9:
+            continue
+        if total <= 0.0:
+            base = fallback if fallback and all(n in fallback for n in group) else {n: 1.0 for n in group}
+            total_b = sum(float(base[n]) for n in group) or 1.0
+            for n in group:
+                out[n] = float(base[n]) / total_b
+            notes.append(f"{'+'.join(group)} summed to 0; reset to {[round(out[n], 4) for n in group]}")
+            continue
+        for n in group:
+            out[n] = out[n] / total
+        notes.append(f"{'+'.join(group)} summed to {total:.4g}; renormalised to 1")
+    return out, notes
 
 
 def validate_weights(w: Weights, *, tol: float = 1e-6) -> list[str]:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from .cassette import CassetteTransport
+from .config import repair_weights
 from .errors import ConfigError, MemlabError, ModelCallError, ModelOutputError, RealModelForbiddenError
 from .ledger import DEEPSEEK_PRICE, CallRecord, Ledger, Price
 from .models import MEMORY_TYPES, TAGS
@@ -378,44 +379,6 @@ def record_chat_call(
 # Repairs (pure)
 # --------------------------------------------------------------------------------------------
 
-_SCORE_WEIGHTS = ("alpha", "beta", "gamma")
-_IMPORTANCE_WEIGHTS = ("w0", "w1", "w2")
-
-
-def repair_weights(values: Mapping[str, float], *, fallback: Mapping[str, float] | None = None) -> tuple[dict[str, float], list[str]]:
-    """Clip weights to their ranges and renormalise α+β+γ and w₀+w₁+w₂ to 1; say what changed.
-
-    A group that sums to 0 after clipping takes `fallback`'s values (the current weights), or
-    equal thirds.
-    """
-    out = dict(values)
-    notes: list[str] = []
-    for name in (*_SCORE_WEIGHTS, *_IMPORTANCE_WEIGHTS):
-        v = float(out[name])
-        c = min(1.0, max(0.0, v)) if v == v else 0.0
-        if c != v:
-            notes.append(f"{name} {v:.4g} clipped to {c:.4g}")
-        out[name] = c
-    d = float(out.get("delta", 0.0))
-    dc = min(1.0, max(-1.0, d)) if d == d else 0.0
-    if dc != d:
-        notes.append(f"delta {d:.4g} clipped to {dc:.4g}")
-    out["delta"] = dc
-    for group in (_SCORE_WEIGHTS, _IMPORTANCE_WEIGHTS):
-        total = sum(out[n] for n in group)
-        if abs(total - 1.0) <= 1e-9:
-            continue
-        if total <= 0.0:
-            base = fallback if fallback and all(n in fallback for n in group) else {n: 1.0 for n in group}
-            total_b = sum(float(base[n]) for n in group) or 1.0
-            for n in group:
-                out[n] = float(base[n]) / total_b
-            notes.append(f"{'+'.join(group)} summed to 0; reset to {[round(out[n], 4) for n in group]}")
-            continue
-        for n in group:
-            out[n] = out[n] / total
-        notes.append(f"{'+'.join(group)} summed to {total:.4g}; renormalised to 1")
-    return out, notes
 
 
 def _drop_unknown_keys(data: Any, model: type[BaseModel], path: str, notes: list[str]) -> Any:

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .clock import Clock, VirtualClock, ensure_aware
-from .config import MemoryConfig, Weights, validate_weights
+from .config import MemoryConfig, Weights, repair_weights, validate_weights
 from .embeddings import HashEmbeddings, embedder_name
 from .errors import ClockError, ConfigError, MemlabError, MemlabUsageError, ModelCallError, StoreError
 from .forgetting import maturity
@@ -59,7 +59,6 @@ __all__ = [
     "Recovery",
     "KeepPendingRecovery",
     "DEFAULT_START",
-    "repair_weights",
 ]
 
 DEFAULT_START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -172,36 +171,6 @@ class TurnResult:
     events: list[Event]
     user_message: Message
     reply_message: Message | None
-
-
-def repair_weights(raw: Mapping[str, float]) -> tuple[Weights, list[str]]:
-    """Make tuned weights valid: clip to ranges, renormalise both simplexes; say what changed."""
-    notes: list[str] = []
-    base = Weights().to_dict()
-    vals = {k: float(raw.get(k, base[k])) for k in base}
-    for k in ("alpha", "beta", "gamma", "w0", "w1", "w2"):
-        v = vals[k]
-        if not (v == v) or v < 0 or v > 1:  # NaN or out of range
-            clipped = 0.0 if not (v == v) or v < 0 else 1.0
-            notes.append(f"{k} {v} clipped to {clipped}")
-            vals[k] = clipped
-    if not -1 <= vals["delta"] <= 1 or vals["delta"] != vals["delta"]:
-        notes.append(f"delta {vals['delta']} clipped")
-        vals["delta"] = 0.0 if vals["delta"] != vals["delta"] else max(-1.0, min(1.0, vals["delta"]))
-    for group in (("alpha", "beta", "gamma"), ("w0", "w1", "w2")):
-        total = sum(vals[k] for k in group)
-        if abs(total - 1.0) > 1e-6:
-            if total <= 0:
-                for k in group:
-                    vals[k] = base[k]
-                notes.append(f"{'+'.join(group)} summed to 0; defaults restored")
-            else:
-                for k in group:
-                    vals[k] = vals[k] / total
-                notes.append(f"{'+'.join(group)} summed to {total:.4f}; renormalised to 1")
-    w = Weights(**vals)
-    assert not validate_weights(w)
-    return w, notes
 
 
 class MemoryEngine:
@@ -692,7 +661,8 @@ class MemoryEngine:
         raw = {k: getattr(out, k) for k in ("alpha", "beta", "gamma", "delta", "w0", "w1", "w2")}
         problems = validate_weights(Weights(**{k: float(v) for k, v in raw.items()})) if all(
             isinstance(v, (int, float)) for v in raw.values()) else ["not numbers"]
-        weights, repairs = repair_weights(raw)
+        fixed, repairs = repair_weights(raw, fallback=cfg.weights.to_dict())
+        weights = Weights(**fixed)
         self.store.set_kv(user_id, key, weights.to_dict())
         self._log(user_id, session_id, "tune", {"theme": theme, "cached": False, "weights": weights.to_dict(),
                                                 "violations": problems, "repairs": repairs,
