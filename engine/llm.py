@@ -376,9 +376,8 @@ def record_chat_call(
 
 
 # --------------------------------------------------------------------------------------------
-# Repairs (pure)
+# Repairs (pure; weight repair lives in engine.config)
 # --------------------------------------------------------------------------------------------
-
 
 
 def _drop_unknown_keys(data: Any, model: type[BaseModel], path: str, notes: list[str]) -> Any:

@@ -95,6 +95,7 @@ class Models:
     chat: Any
     mode: str = "scripted"
     label: str = "scripted models (offline stand-ins)"
+    settings: Any = None  # the real models' ModelSettings (prices for the chat call's ledger entry)
 
     @classmethod
     def scripted(cls) -> Models:
@@ -108,7 +109,7 @@ class Models:
 
         settings = settings or ModelSettings.from_env()
         roles = real_roles(settings, ledger or Ledger())
-        return cls(**roles, mode="real", label=f"real: {settings.model}")
+        return cls(**roles, mode="real", label=f"real: {settings.model}", settings=settings)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -520,14 +521,10 @@ class MemoryEngine:
                                           output_tokens=0, ok=False, error=type(exc).__name__))
             raise ModelCallError(f"the chat model failed: {exc}; the user message is stored, retry the turn") from exc
         latency = (_time.perf_counter() - t0) * 1000
-        record_chat = None
         if self.models.mode != "scripted":
-            try:
-                from .llm import record_chat_call as record_chat
-            except ImportError:  # pragma: no cover
-                record_chat = None
-        if record_chat is not None:
-            record_chat(self.ledger, "chat", ai, latency, getattr(self.models, "settings", None))
+            from .llm import record_chat_call
+
+            record_chat_call(self.ledger, "chat", ai, latency, self.models.settings)
         else:
             usage = getattr(ai, "usage_metadata", None) or {}
             self.ledger.record(CallRecord(role="chat", model=self.models.mode,
