@@ -36,13 +36,13 @@ from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_core.messages import HumanMessage  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
-from engine.clock import VirtualClock  # noqa: E402
-from engine.config import MemoryConfig  # noqa: E402
-from engine.ledger import CallRecord, Ledger  # noqa: E402
-from engine.middleware import MemoryMiddleware  # noqa: E402
-from engine.pipeline import MemoryEngine, Models  # noqa: E402
-from engine.scenario import Scenario, keyword_in, load_scenario, parse_scenario  # noqa: E402
-from engine.tokens import ApproxTokenCounter, content_text  # noqa: E402
+from engine.core.clock import VirtualClock  # noqa: E402
+from engine.core.config import MemoryConfig  # noqa: E402
+from engine.core.tokens import ApproxTokenCounter, content_text  # noqa: E402
+from engine.eval.scenario import Scenario, keyword_in, load_scenario, parse_scenario  # noqa: E402
+from engine.integrations.langgraph import MemoryMiddleware  # noqa: E402
+from engine.memory.engine import MemoryEngine, Models  # noqa: E402
+from engine.roles.ledger import CallRecord, Ledger  # noqa: E402
 
 DEFAULT_SCENARIO = ROOT / "scenarios" / "needle-long.yaml"
 INLINE = """
@@ -111,10 +111,10 @@ def matched_trigger(cfg: MemoryConfig) -> tuple[str, float]:
 def _models(base_url: str | None, model: str, ledger: Ledger):
     """(chat model factory, memlab Models): scripted offline, or all roles on the server."""
     if base_url is None:
-        from engine.scripted import ScriptedChatModel
+        from engine.roles.scripted import ScriptedChatModel
 
         return (lambda: ScriptedChatModel()), Models.scripted(), "scripted"
-    from engine.llm import ModelSettings, make_chat_model
+    from engine.roles.llm import ModelSettings, make_chat_model
 
     settings = ModelSettings(model=model, base_url=base_url)
     return (lambda: make_chat_model(settings)), Models.real(settings, ledger=ledger), model

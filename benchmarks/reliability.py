@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.reliability import reliability_main  # noqa: E402
+from benchmarks.harness.reliability import reliability_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(reliability_main(sys.argv[1:]))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import MemlabError, MemlabUsageError
+from engine.core.errors import MemlabError, MemlabUsageError
 
 __all__ = ["main", "parse_sets"]
 
@@ -23,7 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
     """`--set key=value` pairs; values parsed as JSON when they can be (numbers, lists, true)."""
-    from .errors import ConfigError
+    from engine.core.errors import ConfigError
 
     out: dict[str, Any] = {}
     for item in items or ():
@@ -128,20 +128,20 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _replay(args)
     if cmd == "bench":
         if args.which == "perf":
-            from .bench import perf_main
+            from engine.eval.perf import perf_main
 
             return perf_main(args.rest)
-        from .locomo import locomo_main
+        from engine.eval.locomo import locomo_main
 
         return locomo_main(args.rest)
     if cmd == "tune":
-        from .tuning import tune_main
+        from engine.eval.tuning import tune_main
 
         return tune_main(args.rest)
     if cmd == "forget":
         return _forget(args)
     if cmd == "check":
-        from .check import check_main
+        from engine.stores.check import check_main
 
         return check_main(_store_url(args))
     if cmd == "presets":
@@ -167,8 +167,8 @@ def _lab(args: argparse.Namespace) -> int:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from .clock import format_duration
-    from .config import PRESETS, MemoryConfig
+    from engine.core.clock import format_duration
+    from engine.core.config import PRESETS, MemoryConfig
 
     if args.show:
         import tomli_w
@@ -187,10 +187,10 @@ def _presets(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     """A short conversation under the virtual clock, then what was stored and how it ranked."""
-    from .clock import VirtualClock, format_duration
-    from .config import MemoryConfig
-    from .embeddings import make_embedder
-    from .pipeline import DEFAULT_START, MemoryEngine
+    from engine.core.clock import VirtualClock, format_duration
+    from engine.core.config import MemoryConfig
+    from engine.memory.engine import DEFAULT_START, MemoryEngine
+    from engine.roles.embeddings import make_embedder
 
     clock = VirtualClock(DEFAULT_START)
     engine = MemoryEngine(MemoryConfig.from_preset("customer service"), clock=clock,
@@ -227,7 +227,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
-    from .store import open_store
+    from engine.stores.base import open_store
 
     url = _store_url(args)
     if not url:
@@ -247,7 +247,7 @@ def _model_factory(args: argparse.Namespace):
     """None for scripted models; else a function building real Models (sharing one ledger)."""
     if args.models == "scripted":
         return None
-    from .llm import ModelSettings
+    from engine.roles.llm import ModelSettings
 
     settings = ModelSettings.from_env()
     overrides: dict[str, Any] = {}
@@ -257,7 +257,7 @@ def _model_factory(args: argparse.Namespace):
         overrides["base_url"] = args.base_url
     if args.models == "cassette":
         if not args.cassette:
-            from .errors import ConfigError
+            from engine.core.errors import ConfigError
 
             raise ConfigError("--models cassette needs --cassette FILE (a recording made with --models real --cassette FILE)")
         overrides.update(cassette=args.cassette, cassette_mode="replay")
@@ -269,10 +269,10 @@ def _model_factory(args: argparse.Namespace):
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from .scenario import load_scenario, replay
+    from engine.eval.scenario import load_scenario, replay
 
     if args.compare:
-        from .strategies import compare_main
+        from engine.eval.strategies import compare_main
 
         return compare_main(args)
     overrides = parse_sets(args.set)
@@ -293,12 +293,12 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _engine_factory(args: argparse.Namespace, settings: Any):
-    from .embeddings import make_embedder
-    from .pipeline import MemoryEngine, Models
+    from engine.memory.engine import MemoryEngine, Models
+    from engine.roles.embeddings import make_embedder
 
     def factory(**kw):
         ledger = kw.pop("ledger", None)
-        from .ledger import Ledger
+        from engine.roles.ledger import Ledger
 
         ledger = ledger or Ledger()
         models = Models.real(settings, ledger=ledger) if settings is not None else None
@@ -334,7 +334,7 @@ def _print_replay(res, *, verbose: bool = False) -> None:
               f"merged {e['merged']}, superseded {e['superseded']}, inducted {e['inducted']}, "
               f"injected {e['injected_tokens']} tok" + (f", errors {e['errors']}" if e["errors"] else ""))
     if any(v.get("cost") for v in res.ledger.values()) or any(v.get("cache_hit_tokens") for v in res.ledger.values()):
-        from .ledger import Ledger
+        from engine.roles.ledger import Ledger
 
         print("  model calls and cost per role:")
         print("\n".join("    " + line for line in Ledger.format_table(res.ledger).splitlines()))

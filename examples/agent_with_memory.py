@@ -22,7 +22,7 @@ from langchain_core.tools import tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from engine import MemoryConfig, MemoryEngine, MemoryMiddleware, VirtualClock  # noqa: E402
-from engine.pipeline import DEFAULT_START, Models  # noqa: E402
+from engine.memory.engine import DEFAULT_START, Models  # noqa: E402
 
 
 @tool
@@ -43,14 +43,14 @@ def build(model: str | None, base_url: str | None):
     clock = VirtualClock(DEFAULT_START)  # a virtual clock so the demo can skip two days
     config = MemoryConfig.from_preset("customer service")
     if base_url or model or os.environ.get("DEEPSEEK_API_KEY"):
-        from engine.ledger import Ledger
-        from engine.llm import ModelSettings, make_chat_model
+        from engine.roles.ledger import Ledger
+        from engine.roles.llm import ModelSettings, make_chat_model
 
         settings = ModelSettings.from_env(**{k: v for k, v in (("model", model), ("base_url", base_url)) if v})
         ledger = Ledger()
         engine = MemoryEngine(config, clock=clock, models=Models.real(settings, ledger=ledger), ledger=ledger)
         return make_chat_model(settings), engine, f"real model {settings.model}"
-    from engine.scripted import ScriptedChatModel
+    from engine.roles.scripted import ScriptedChatModel
 
     return ScriptedChatModel(), MemoryEngine(config, clock=clock), "scripted model (offline)"
 

@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.clock import VirtualClock, parse_datetime, parse_duration
-from engine.config import DEFAULT_PRESET, MemoryConfig
-from engine.errors import ConfigError, MemlabError
+from engine.core.clock import VirtualClock, parse_datetime, parse_duration
+from engine.core.config import DEFAULT_PRESET, MemoryConfig
+from engine.core.errors import ConfigError, MemlabError
 
 __all__ = [
     "LAB_START",
@@ -144,9 +144,9 @@ def build_engine(
     embedder: Any = None,
 ):
     """A fresh engine for these settings (store, clock, models, embedder)."""
-    from engine.embeddings import embedder_name, make_embedder
-    from engine.pipeline import MemoryEngine, Models
-    from engine.store import open_store
+    from engine.memory.engine import MemoryEngine, Models
+    from engine.roles.embeddings import embedder_name, make_embedder
+    from engine.stores.base import open_store
 
     embedder = embedder if embedder is not None else make_embedder(settings.embedder)
     store = open_store(settings.db_path, dim=int(getattr(embedder, "dim", 384)), embedder_name=embedder_name(embedder))
@@ -157,8 +157,8 @@ def build_engine(
 
 def _real_models(settings: LabSettings):
     """Real roles on a LangChain chat model (engine.llm), only when a provider key is set."""
-    from engine.llm import ModelSettings
-    from engine.pipeline import Models
+    from engine.memory.engine import Models
+    from engine.roles.llm import ModelSettings
 
     if not real_model_configured():
         raise ConfigError(

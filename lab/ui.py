@@ -9,8 +9,8 @@ from datetime import datetime
 
 import streamlit as st
 
-from engine.clock import format_duration, parse_duration
-from engine.errors import MemlabError
+from engine.core.clock import format_duration, parse_duration
+from engine.core.errors import MemlabError
 from lab.state import LabSession
 
 __all__ = ["header", "sidebar_status", "clock_panel", "minilm_embedder", "embedder_for", "when", "age", "FAST_FORWARD"]
@@ -22,7 +22,7 @@ FAST_FORWARD = {"+1 min": "1min", "+1 h": "1h", "+1 day": "1d", "+1 week": "1w"}
 @st.cache_resource(show_spinner="Loading all-MiniLM-L6-v2 (once per server)…")
 def minilm_embedder():
     """The real MiniLM embedder, loaded once and shared by every browser session (read-only)."""
-    from engine.embeddings import MiniLMEmbeddings
+    from engine.roles.embeddings import MiniLMEmbeddings
 
     MiniLMEmbeddings.load()
     return MiniLMEmbeddings()

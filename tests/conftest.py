@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from engine.clock import VirtualClock
+from engine.core.clock import VirtualClock
 
 START = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
 
@@ -32,7 +32,7 @@ def rng() -> np.random.Generator:
 @pytest.fixture
 def store_factory(tmp_path):
     """`make(path=":memory:", dim=32, **kw)` -> SQLiteStore; a relative path lands in tmp_path."""
-    from engine.sqlite_store import SQLiteStore
+    from engine.stores.sqlite import SQLiteStore
 
     opened = []
 

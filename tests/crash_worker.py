@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.reliability import crash_worker_main  # noqa: E402
+from benchmarks.harness.reliability import crash_worker_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(crash_worker_main(sys.argv[1:]))

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_openai import FakeOpenAI, Reply, chat_body, requested_tool  # noqa: E402
 
-from engine import roles as R  # noqa: E402
-from engine.scripted import ScriptedChatModel, scripted_roles  # noqa: E402
-from engine.tokens import ApproxTokenCounter  # noqa: E402
+from engine.core.tokens import ApproxTokenCounter  # noqa: E402
+from engine.roles import types as R  # noqa: E402
+from engine.roles.scripted import ScriptedChatModel, scripted_roles  # noqa: E402
 
 __all__ = ["ScriptedResponder", "scripted_server"]
 
@@ -79,7 +79,12 @@ class ScriptedResponder:
         return out.model_dump(mode="json")
 
     def _chat(self, messages: list[dict[str, Any]]) -> str:
-        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+        from langchain_core.messages import (
+            AIMessage,
+            HumanMessage,
+            SystemMessage,
+            ToolMessage,
+        )
 
         kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
         lc = []

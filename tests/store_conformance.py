@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import CursorRewindError
-from engine.models import (
+from engine.core.errors import CursorRewindError
+from engine.core.models import (
     Event,
     MemoryRecord,
     Message,
@@ -27,7 +27,7 @@ from engine.models import (
     TimeSpan,
     UserProfile,
 )
-from engine.store import Store
+from engine.stores.base import Store
 
 T0 = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
 CST = timezone(timedelta(hours=8))

@@ -10,11 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.cassette import CassetteMissError, CassetteTransport, request_key
-from engine.errors import MemlabUsageError, RealModelForbiddenError
-from engine.ledger import Ledger
-from engine.llm import FORBID_ENV, LLMExtractor, ModelSettings, forbid_real_requests, make_chat_model, real_roles
-from engine.roles import ExtractionInput, WindowMessage
+from engine.core.errors import MemlabUsageError, RealModelForbiddenError
+from engine.roles.cassette import CassetteMissError, CassetteTransport, request_key
+from engine.roles.ledger import Ledger
+from engine.roles.llm import (
+    FORBID_ENV,
+    LLMExtractor,
+    ModelSettings,
+    forbid_real_requests,
+    make_chat_model,
+    real_roles,
+)
+from engine.roles.types import ExtractionInput, WindowMessage
 from tests.fake_openai import FakeOpenAI, content_reply, error_reply, tool_reply, usage
 
 SECRET = "sk-memlab-secret-0123456789"

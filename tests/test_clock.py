@@ -4,8 +4,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.clock import SystemClock, VirtualClock, ensure_aware, format_duration, parse_datetime, parse_duration
-from engine.errors import ClockError
+from engine.core.clock import (
+    SystemClock,
+    VirtualClock,
+    ensure_aware,
+    format_duration,
+    parse_datetime,
+    parse_duration,
+)
+from engine.core.errors import ClockError
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.config import PRESETS, MemoryConfig, Weights, validate_weights
-from engine.errors import ConfigError
+from engine.core.config import PRESETS, MemoryConfig, Weights, validate_weights
+from engine.core.errors import ConfigError
 
 
 def test_presets_carry_the_reference_values():
@@ -21,7 +21,7 @@ def test_presets_carry_the_reference_values():
 
 def test_generative_agents_preset_uses_0995_per_hour():
     ga = MemoryConfig.from_preset("generative agents")
-    from engine.forgetting import decay
+    from engine.core.forgetting import decay
 
     assert decay(3600, tau=ga.tau, c=ga.c) == pytest.approx(0.995)
 

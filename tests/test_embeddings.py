@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from engine.embeddings import HashEmbeddings, MiniLMEmbeddings, make_embedder
-from engine.errors import ConfigError
+from engine.core.errors import ConfigError
+from engine.roles.embeddings import HashEmbeddings, MiniLMEmbeddings, make_embedder
 
 
 def cos(a, b):

@@ -5,8 +5,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.config import VOCATIONS
-from engine.forgetting import decay, gate_time, half_life, importance, maturity, relevance, score, tag_union
+from engine.core.config import VOCATIONS
+from engine.core.forgetting import (
+    decay,
+    gate_time,
+    half_life,
+    importance,
+    maturity,
+    relevance,
+    score,
+    tag_union,
+)
 
 pos = st.floats(min_value=0, max_value=1e8, allow_nan=False)
 taus = st.floats(min_value=1, max_value=1e7)

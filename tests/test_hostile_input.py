@@ -12,15 +12,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.clock import VirtualClock, parse_duration
-from engine.embeddings import HashEmbeddings
-from engine.errors import ClockError, MemlabUsageError
-from engine.injection import PROFILE_CLOSE, PROFILE_OPEN, RECORDS_CLOSE, RECORDS_OPEN
-from engine.models import MemoryRecord, UserProfile
-from engine.pipeline import DEFAULT_START, MemoryEngine
-from engine.reliability import HOSTILE_MESSAGES, fast_config, run_hostile
-from engine.retrieval import record_text
-from engine.scenario import parse_scenario
+from benchmarks.harness.reliability import HOSTILE_MESSAGES, fast_config, run_hostile
+from engine.core.clock import VirtualClock, parse_duration
+from engine.core.errors import ClockError, MemlabUsageError
+from engine.core.models import MemoryRecord, UserProfile
+from engine.eval.scenario import parse_scenario
+from engine.memory.engine import DEFAULT_START, MemoryEngine
+from engine.memory.injection import (
+    PROFILE_CLOSE,
+    PROFILE_OPEN,
+    RECORDS_CLOSE,
+    RECORDS_OPEN,
+)
+from engine.memory.retrieval import record_text
+from engine.roles.embeddings import HashEmbeddings
 
 
 def test_hostile_harness_finds_no_unexpected_exception():
@@ -111,8 +116,8 @@ def test_injected_memory_stays_one_line_inside_one_fence():
 @given(st.text(alphabet=st.sampled_from(list("<>/\n\r:SYTEMsystemuser-records profile\u2028")), max_size=80)
        .filter(str.strip))
 def test_any_record_text_renders_as_one_fenced_line(text):
-    from engine.injection import build_prompt
-    from engine.tokens import ApproxTokenCounter
+    from engine.core.tokens import ApproxTokenCounter
+    from engine.memory.injection import build_prompt
 
     rec = MemoryRecord(id=1, user_id="u", content=text, created_at=DEFAULT_START)
     p = build_prompt(core="core", profile=UserProfile(user_id="u", fields={"facts": (text,)}), records=[rec],
@@ -125,7 +130,7 @@ def test_any_record_text_renders_as_one_fenced_line(text):
 
 @pytest.mark.parametrize("text", [t for t in HOSTILE_MESSAGES if "\ud800" not in t and "\udfff" not in t])
 def test_hostile_message_through_a_file_backed_turn(text, tmp_path):
-    from engine.check import check_store
+    from engine.stores.check import check_store
 
     engine = MemoryEngine(fast_config(), store=str(tmp_path / "h.db"), clock=VirtualClock(DEFAULT_START))
     r1 = engine.turn("u", "s", text)

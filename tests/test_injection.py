@@ -1,8 +1,13 @@
 from datetime import UTC, datetime
 
-from engine.injection import RECORDS_CLOSE, RECORDS_OPEN, build_prompt, sanitize_data
-from engine.models import MemoryRecord, Message, UserProfile
-from engine.tokens import ApproxTokenCounter
+from engine.core.models import MemoryRecord, Message, UserProfile
+from engine.core.tokens import ApproxTokenCounter
+from engine.memory.injection import (
+    RECORDS_CLOSE,
+    RECORDS_OPEN,
+    build_prompt,
+    sanitize_data,
+)
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 C = ApproxTokenCounter()

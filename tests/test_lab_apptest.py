@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lab.state import LabImportError, export_session, import_session, new_lab, store_snapshot
+from lab.state import (
+    LabImportError,
+    export_session,
+    import_session,
+    new_lab,
+    store_snapshot,
+)
 
 APP = Path(__file__).resolve().parent.parent / "lab" / "streamlit_app.py"
 PAGES = {

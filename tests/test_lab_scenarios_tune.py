@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.config import MemoryConfig
+from engine.core.config import MemoryConfig
 
 APP = Path(__file__).resolve().parent.parent / "lab" / "streamlit_app.py"
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.ledger import DEEPSEEK_PRICE, ZERO_PRICE, CallRecord, Ledger, Price
+from engine.roles.ledger import DEEPSEEK_PRICE, ZERO_PRICE, CallRecord, Ledger, Price
 
 
 def call(role: str = "extractor", **kw) -> CallRecord:

@@ -12,22 +12,18 @@ import math
 from datetime import UTC, datetime
 
 import pytest
-from tests.fake_openai import (  # noqa: F401 - fake_openai is a fixture
-    FakeOpenAI,
-    content_reply,
-    error_reply,
-    fake_openai,
-    raw_reply,
-    tool_reply,
-    usage,
-)
 from hypothesis import given
 from hypothesis import strategies as st
 from langchain_deepseek import ChatDeepSeek
 
-from engine.errors import ConfigError, ModelCallError, ModelOutputError, RealModelForbiddenError
-from engine.ledger import DEEPSEEK_PRICE, Ledger, Price
-from engine.llm import (
+from engine.core.errors import (
+    ConfigError,
+    ModelCallError,
+    ModelOutputError,
+    RealModelForbiddenError,
+)
+from engine.roles.ledger import DEEPSEEK_PRICE, Ledger, Price
+from engine.roles.llm import (
     FORBID_ENV,
     LLMConsolidator,
     LLMExtractor,
@@ -44,7 +40,7 @@ from engine.llm import (
     record_chat_call,
     repair_weights,
 )
-from engine.roles import (
+from engine.roles.types import (
     ROLE_NAMES,
     ConsolidationInput,
     Consolidator,
@@ -55,9 +51,18 @@ from engine.roles import (
     QueryInput,
     QueryParser,
     RecordView,
-    Tuner,
     TuneInput,
+    Tuner,
     WindowMessage,
+)
+from tests.fake_openai import (  # noqa: F401 - fake_openai is a fixture
+    FakeOpenAI,
+    content_reply,
+    error_reply,
+    fake_openai,
+    raw_reply,
+    tool_reply,
+    usage,
 )
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -211,7 +216,7 @@ def test_extractor_repairs_source_ids_types_tags_and_extra_fields_and_logs_them(
     ]}
     fake_openai.push(tool_reply(bad))
     ex = role(LLMExtractor, fake_openai)
-    with caplog.at_level(logging.INFO, logger="engine.llm"):
+    with caplog.at_level(logging.INFO, logger="engine.roles.llm"):
         out = ex.extract(window())
     assert len(fake_openai.requests) == 1  # repaired, not retried
     r0, r1 = out.records

@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.embeddings import HashEmbeddings
-from engine.errors import ConfigError
-from engine.locomo import (
+from engine.core.errors import ConfigError
+from engine.eval.locomo import (
     METHODS,
     evidence_recall,
     load_locomo,
@@ -20,6 +19,7 @@ from engine.locomo import (
     run_benchmark,
     split_evidence,
 )
+from engine.roles.embeddings import HashEmbeddings
 
 SAMPLE = {
     "sample_id": "tiny-1",

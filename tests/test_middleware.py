@@ -18,12 +18,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from pydantic import Field
 
-from engine.clock import SystemClock, VirtualClock
-from engine.config import MemoryConfig
-from engine.errors import ConfigError
-from engine.middleware import MemoryMiddleware, tail_window
-from engine.pipeline import MemoryEngine
-from engine.scripted import ScriptedChatModel
+from engine.core.clock import SystemClock, VirtualClock
+from engine.core.config import MemoryConfig
+from engine.core.errors import ConfigError
+from engine.integrations.langgraph import MemoryMiddleware, tail_window
+from engine.memory.engine import MemoryEngine
+from engine.roles.scripted import ScriptedChatModel
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -349,7 +349,7 @@ def _bench():
 
 
 def test_comparison_runs_offline(tmp_path):
-    from engine.scenario import parse_scenario
+    from engine.eval.scenario import parse_scenario
 
     bench = _bench()
     result = bench.run(parse_scenario(bench.INLINE, source="inline"))
@@ -383,7 +383,7 @@ def _minimal(schema: dict, defs: dict) -> Any:
 
 
 def test_comparison_runs_against_an_openai_compatible_server():
-    from engine.scenario import parse_scenario
+    from engine.eval.scenario import parse_scenario
     from tests.fake_openai import FakeOpenAI, Reply, chat_body, usage
 
     def responder(req):

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import ClockError, ConfigError
-from engine.models import (
+from engine.core.errors import ClockError, ConfigError
+from engine.core.models import (
     TAGS,
     Event,
     MemoryRecord,

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.clock import VirtualClock
-from engine.config import MemoryConfig
-from engine.errors import ClockError
-from engine.pipeline import MemoryEngine, Models
-from engine.roles import ExtractionOutput, TuneOutput
-from engine.scenario import load_scenario, replay
+from engine.core.clock import VirtualClock
+from engine.core.config import MemoryConfig
+from engine.core.errors import ClockError
+from engine.eval.scenario import load_scenario, replay
+from engine.memory.engine import MemoryEngine, Models
+from engine.roles.types import ExtractionOutput, TuneOutput
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -282,14 +282,14 @@ def test_existing_stamp_is_never_overwritten():
 @pytest.mark.parametrize("bad", ["", "   ", None, "x" * 300])
 def test_bad_ids_are_usage_errors(bad):
     engine, _ = make()
-    from engine.errors import ConfigError
+    from engine.core.errors import ConfigError
 
     with pytest.raises(ConfigError):
         engine.turn(bad, "s1", "hi")
 
 
 def test_list_content_counts_by_text():
-    from engine.tokens import ApproxTokenCounter
+    from engine.core.tokens import ApproxTokenCounter
 
     c = ApproxTokenCounter()
     blocks = [{"type": "text", "text": "a" * 400}, {"type": "image_url", "image_url": {"url": "x"}}]

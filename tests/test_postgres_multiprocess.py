@@ -21,9 +21,9 @@ def _worker(dsn: str, schema: str, worker: int) -> dict:
     """Interleave the users: message, cursor move (refused when another process got further), records."""
     from datetime import UTC, datetime
 
-    from engine.errors import CursorRewindError
-    from engine.models import MemoryRecord, Message
-    from engine.postgres_store import PostgresStore
+    from engine.core.errors import CursorRewindError
+    from engine.core.models import MemoryRecord, Message
+    from engine.stores.postgres import PostgresStore
 
     at = datetime(2026, 3, 2, 9, tzinfo=UTC)
     rng = np.random.default_rng(worker)
@@ -59,7 +59,11 @@ def _worker(dsn: str, schema: str, worker: int) -> dict:
 
 def test_processes_and_users_lose_nothing_and_never_cross(request):
 
-    from engine.postgres_store import DEFAULT_DATA_DIR, PostgresStore, start_local_server
+    from engine.stores.postgres import (
+        DEFAULT_DATA_DIR,
+        PostgresStore,
+        start_local_server,
+    )
 
     dsn = os.environ.get("MEMLAB_PG_DSN") or start_local_server(DEFAULT_DATA_DIR.parent / "pgdata-test")
     schema = f"mp_{uuid.uuid4().hex[:12]}"

@@ -12,15 +12,13 @@ import uuid
 
 import numpy as np
 import pytest
-from pg_support import POSTGRES_MARKS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from engine.errors import ConfigError, StoreError
-from engine.models import Message
-
+from pg_support import POSTGRES_MARKS
 from store_conformance import T0, StoreConformance, msg, rec, unit
 
+from engine.core.errors import ConfigError, StoreError
+from engine.core.models import Message
 
 pytestmark = POSTGRES_MARKS
 
@@ -28,7 +26,7 @@ pytestmark = POSTGRES_MARKS
 @pytest.fixture(scope="module")
 def pg_dsn():
 
-    from engine.postgres_store import DEFAULT_DATA_DIR, start_local_server
+    from engine.stores.postgres import DEFAULT_DATA_DIR, start_local_server
 
     if dsn := os.environ.get("MEMLAB_PG_DSN"):
         return dsn
@@ -44,7 +42,7 @@ def new_schema() -> str:
 
 def make_pg(dsn: str, **kw):
     """A store in a fresh schema, dropped on close; a lighter HNSW graph keeps bulk inserts quick."""
-    from engine.postgres_store import PostgresStore
+    from engine.stores.postgres import PostgresStore
 
     kw.setdefault("schema", new_schema())
     kw.setdefault("temporary", True)
@@ -75,7 +73,7 @@ class TestPostgresConformance(StoreConformance):
         import psycopg
         from psycopg import sql
 
-        from engine.postgres_store import USER_TABLES
+        from engine.stores.postgres import USER_TABLES
 
         with psycopg.connect(self.dsn, autocommit=True) as conn:  # DELETE: TRUNCATE syncs new files
             for table in USER_TABLES:
@@ -146,7 +144,7 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
     import psycopg
     from psycopg import sql
 
-    from engine.postgres_store import MIGRATIONS, PostgresStore
+    from engine.stores.postgres import MIGRATIONS, PostgresStore
 
     schema = new_schema()
     first = PostgresStore(pg_dsn, dim=8, schema=schema)
@@ -180,8 +178,8 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
 
 
 def test_open_store_dispatches_to_postgres(monkeypatch):
-    import engine.postgres_store as pg
-    from engine.store import open_store
+    import engine.stores.postgres as pg
+    from engine.stores.base import open_store
 
     seen = []
     monkeypatch.setattr(pg, "PostgresStore", lambda dsn, **kw: seen.append((dsn, kw)) or "pg")
@@ -191,7 +189,7 @@ def test_open_store_dispatches_to_postgres(monkeypatch):
 
 
 def test_unreachable_server_names_the_fix_and_hides_the_password():
-    from engine.postgres_store import PostgresStore
+    from engine.stores.postgres import PostgresStore
 
     with pytest.raises(StoreError, match="start the server or fix the DSN") as err:
         PostgresStore("postgresql://nobody:hunter2@127.0.0.1:1/none?connect_timeout=2", dim=8)
@@ -209,7 +207,7 @@ def test_temporary_refuses_the_public_schema(pg_dsn):
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(["\x00", "\U0010fffe", "0", "a", "北"]), max_size=12))
 def test_text_escape_round_trips(text):
-    from engine.postgres_store import _escape, _unescape
+    from engine.stores.postgres import _escape, _unescape
 
     assert "\x00" not in _escape(text) and _unescape(_escape(text)) == text
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.clock import VirtualClock
-from engine.pipeline import DEFAULT_START, MemoryEngine, Models
-from engine.reliability import fast_config, user_marker
-from engine.sqlite_store import SQLiteStore
+from benchmarks.harness.reliability import fast_config, user_marker
+from engine.core.clock import VirtualClock
+from engine.memory.engine import DEFAULT_START, MemoryEngine, Models
+from engine.stores.sqlite import SQLiteStore
 from tests.fake_openai import FakeOpenAI, content_reply, requested_tool, tool_reply
 
 
@@ -77,7 +77,7 @@ def _responder(request):
 
 
 def test_api_key_never_reaches_db_event_log_cassette_or_logs(tmp_path, monkeypatch, caplog):
-    from engine.llm import ModelSettings
+    from engine.roles.llm import ModelSettings
 
     monkeypatch.setenv("DEEPSEEK_API_KEY", FAKE_KEY)
     caplog.set_level(logging.DEBUG)

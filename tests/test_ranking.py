@@ -1,11 +1,11 @@
 import pytest
 
-from engine.config import MemoryConfig, Weights
-from engine.ranking import Candidate, rank_candidates, sensitivity
+from engine.core.config import MemoryConfig, Weights
+from engine.memory.ranking import Candidate, rank_candidates, sensitivity
 
 
 def cand(i, R, age=0.0, tags=("fact",), n=0, tokens=10):
-    from engine.forgetting import tag_union
+    from engine.core.forgetting import tag_union
 
     return Candidate(record_id=i, R=R, age_seconds=age, u=tag_union(tags), n=n, tags=tags, tokens=tokens)
 

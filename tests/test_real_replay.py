@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
+from scripted_server import scripted_server
 
 from engine.cli import main
-from scripted_server import scripted_server
 
 SCENARIO = str(Path(__file__).resolve().parent.parent / "scenarios" / "needle-basic.yaml")
 
@@ -68,9 +68,9 @@ def test_bad_replay_arguments_are_one_line_errors(bad, capsys):
 
 
 def test_the_chat_call_is_priced_with_the_configured_prices(monkeypatch):
-    from engine.ledger import Ledger, Price
-    from engine.llm import ModelSettings
-    from engine.pipeline import MemoryEngine, Models
+    from engine.memory.engine import MemoryEngine, Models
+    from engine.roles.ledger import Ledger, Price
+    from engine.roles.llm import ModelSettings
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     price = Price(cache_hit_input=0.0, cache_miss_input=100.0, output=1000.0)

@@ -10,11 +10,17 @@ import shutil
 
 import pytest
 
-from engine.check import check_main, check_store
-from engine.clock import VirtualClock
-from engine.pipeline import DEFAULT_START, MemoryEngine
-from engine.reliability import fast_config, run_cli_replays, run_concurrency, run_faults, user_marker
-from engine.sqlite_store import SQLiteStore
+from benchmarks.harness.reliability import (
+    fast_config,
+    run_cli_replays,
+    run_concurrency,
+    run_faults,
+    user_marker,
+)
+from engine.core.clock import VirtualClock
+from engine.memory.engine import DEFAULT_START, MemoryEngine
+from engine.stores.check import check_main, check_store
+from engine.stores.sqlite import SQLiteStore
 
 
 def test_concurrent_processes_and_threads_on_one_file(tmp_path):

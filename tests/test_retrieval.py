@@ -4,13 +4,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.clock import VirtualClock
-from engine.config import MemoryConfig
-from engine.embeddings import HashEmbeddings
-from engine.models import MemoryRecord, SourcePointer, TimeSpan
-from engine.pipeline import MemoryEngine, Models
-from engine.retrieval import PathResults, fuse, record_text
-from engine.roles import ExtractionOutput
+from engine.core.clock import VirtualClock
+from engine.core.config import MemoryConfig
+from engine.core.models import MemoryRecord, SourcePointer, TimeSpan
+from engine.memory.engine import MemoryEngine, Models
+from engine.memory.retrieval import PathResults, fuse, record_text
+from engine.roles.embeddings import HashEmbeddings
+from engine.roles.types import ExtractionOutput
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
@@ -128,7 +128,7 @@ class EchoExtractor:
     """Returns a fixed fact so the update step sees near-duplicates."""
 
     def extract(self, inp):
-        from engine.roles import ExtractedRecord
+        from engine.roles.types import ExtractedRecord
 
         return ExtractionOutput(records=[ExtractedRecord(content="The user's phone number is 138-0000-1111.",
                                                          keywords=["phone", "number"], source_ids=[inp.new[0].id])])

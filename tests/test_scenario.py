@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import ScenarioError
-from engine.scenario import keyword_in, load_scenario, parse_scenario, replay
+from engine.core.errors import ScenarioError
+from engine.eval.scenario import keyword_in, load_scenario, parse_scenario, replay
 
 SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
 

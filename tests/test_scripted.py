@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
-from engine import roles as R
-from engine.models import PROFILE_FIELDS
-from engine.scripted import (
+from engine.core.models import PROFILE_FIELDS
+from engine.roles import types as R
+from engine.roles.scripted import (
     THEMES,
     ScriptedChatModel,
     ScriptedConsolidator,

@@ -7,12 +7,11 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-
-from engine.errors import ConfigError, StoreError
-from engine.sqlite_store import MIGRATIONS, SQLiteStore
-from engine.store import open_store
-
 from store_conformance import T0, StoreConformance, msg, rec, unit
+
+from engine.core.errors import ConfigError, StoreError
+from engine.stores.base import open_store
+from engine.stores.sqlite import MIGRATIONS, SQLiteStore
 
 
 class TestSQLiteMemoryConformance(StoreConformance):
@@ -132,7 +131,7 @@ def test_forget_user_leaves_no_bytes_in_the_file(store_factory, rng, tmp_path):
     vec = unit(rng, 1, 32)
     store.add_message(msg("victim-" + marker, "s", f"my secret is {marker}"))
     store.add_records([rec("victim-" + marker, f"secret {marker} lives here", keywords=(marker,))], vec)
-    store.append_event(__import__("engine.models", fromlist=["Event"]).Event(
+    store.append_event(__import__("engine.core.models", fromlist=["Event"]).Event(
         user_id="victim-" + marker, session_id="s", kind="extract", at=T0, payload={"text": marker}))
     store.add_records([rec("bystander", "nothing to see")], unit(rng, 1, 32))
     store.close()
@@ -179,7 +178,7 @@ def test_stats_reports_counts_and_embedder(store_factory, rng):
 
 
 def test_perf_bench_smoke_shape():
-    from engine.bench import format_table, run_perf
+    from engine.eval.perf import format_table, run_perf
 
     calls = []
     result = run_perf(sizes=(300,), repeats=3, k=10, dim=32, turn_fn=lambda store, user, text: calls.append(text))

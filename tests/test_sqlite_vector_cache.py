@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from engine.sqlite_store import SQLiteStore
-
 from store_conformance import T0, rec, unit
+
+from engine.stores.sqlite import SQLiteStore
 
 DIM = 16
 

@@ -12,26 +12,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 from langchain_core.messages import AIMessage, HumanMessage
 
-from engine.clock import VirtualClock
-from engine.config import MemoryConfig
-from engine.errors import ConfigError
-from engine.ledger import Ledger
-from engine.scenario import load_scenario, parse_scenario, replay
-from engine.strategies import (
+from engine.core.clock import VirtualClock
+from engine.core.config import MemoryConfig
+from engine.core.errors import ConfigError
+from engine.core.tokens import ApproxTokenCounter
+from engine.eval.scenario import load_scenario, parse_scenario, replay
+from engine.eval.strategies import (
     STRATEGY_NAMES,
     RunContext,
     ScriptedSummarizer,
+    aggregate,
     budget_notes,
     compare,
     compare_main,
     fit_window,
     make_strategy,
     overall,
-    aggregate,
     parse_compare,
     run_strategy,
 )
-from engine.tokens import ApproxTokenCounter
+from engine.roles.ledger import Ledger
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

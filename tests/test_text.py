@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.text import (
+from engine.core.text import (
     content_tokens,
     fts_query,
     index_text,

@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import ClockError, ConfigError
-from engine.models import TimeSpan
-from engine.roles import TimeConstraint
-from engine.timeparse import (
+from engine.core.errors import ClockError, ConfigError
+from engine.core.models import TimeSpan
+from engine.core.timeparse import (
     absolutize,
     around_tolerance,
     parse_time_constraint,
@@ -18,6 +17,7 @@ from engine.timeparse import (
     span_label,
     time_match,
 )
+from engine.roles.types import TimeConstraint
 
 TZ = timezone(timedelta(hours=8))
 ANCHOR = datetime(2023, 5, 8, 15, 0, tzinfo=TZ)  # a Monday

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from engine.config import MemoryConfig
-from engine.errors import ConfigError
-from engine.scenario import load_scenario
-from engine.tuning import (
+from engine.core.config import MemoryConfig
+from engine.core.errors import ConfigError
+from engine.eval.scenario import load_scenario
+from engine.eval.tuning import (
     SweepPoint,
     choose,
     chosen_config,

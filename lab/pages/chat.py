@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.errors import MemlabError
-from engine.models import EVENT_KINDS
+from engine.core.errors import MemlabError
+from engine.core.models import EVENT_KINDS
 from lab import ui
 from lab.state import get_lab
 

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from engine.clock import format_duration
-from engine.config import PRESETS, MemoryConfig
-from engine.errors import ConfigError
-from engine.forgetting import decay, importance, maturity, tag_union
+from engine.core.clock import format_duration
+from engine.core.config import PRESETS, MemoryConfig
+from engine.core.errors import ConfigError
+from engine.core.forgetting import decay, importance, maturity, tag_union
 from lab import ui
 from lab.state import get_lab
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.forgetting import decay, maturity
+from engine.core.forgetting import decay, maturity
 from lab import ui
 from lab.state import get_lab
 

@@ -1,6 +1,6 @@
 """Scenarios: replay bundled scenarios through several memory strategies side by side.
 
-Rendering only: the runs, probe checks and aggregates come from engine.strategies.
+Rendering only: the runs, probe checks and aggregates come from engine.eval.strategies.
 """
 
 from __future__ import annotations
@@ -12,9 +12,15 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from engine.errors import MemlabError
-from engine.scenario import load_scenario
-from engine.strategies import STRATEGY_NAMES, aggregate, budget_notes, compare, make_strategy
+from engine.core.errors import MemlabError
+from engine.eval.scenario import load_scenario
+from engine.eval.strategies import (
+    STRATEGY_NAMES,
+    aggregate,
+    budget_notes,
+    compare,
+    make_strategy,
+)
 from lab import ui
 from lab.state import get_lab
 
@@ -50,7 +56,7 @@ c4.caption(f"Models: **{'real: ' + lab.settings.model_name if use_real else 'scr
 def _settings():
     if not use_real:
         return None
-    from engine.llm import ModelSettings
+    from engine.roles.llm import ModelSettings
 
     kw = {"model": lab.settings.model_name}
     if lab.settings.base_url:

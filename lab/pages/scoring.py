@@ -6,9 +6,9 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from engine.config import Weights
-from engine.errors import ConfigError, MemlabError
-from engine.ranking import sensitivity
+from engine.core.config import Weights
+from engine.core.errors import ConfigError, MemlabError
+from engine.memory.ranking import sensitivity
 from lab import ui
 from lab.state import get_lab
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from engine.config import PRESETS, MemoryConfig
-from engine.errors import MemlabError
+from engine.core.config import PRESETS, MemoryConfig
+from engine.core.errors import MemlabError
 from lab import ui
 from lab.state import (
     MAX_IMPORT_BYTES,

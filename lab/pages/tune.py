@@ -1,6 +1,6 @@
 """Tune: sweep config values over scenarios, see the recall/cost frontier, save the chosen preset.
 
-Rendering only: the sweep, the frontier and the choice come from engine.tuning.
+Rendering only: the sweep, the frontier and the choice come from engine.eval.tuning.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from engine.config import PRESETS, MemoryConfig
-from engine.errors import MemlabError
-from engine.scenario import load_scenario
-from engine.tuning import chosen_config, parse_grid, sweep
+from engine.core.config import PRESETS, MemoryConfig
+from engine.core.errors import MemlabError
+from engine.eval.scenario import load_scenario
+from engine.eval.tuning import chosen_config, parse_grid, sweep
 from lab import ui
 from lab.state import get_lab
 

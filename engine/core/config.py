@@ -1,0 +1,435 @@
+"""`MemoryConfig`: every tunable of the engine, the vocation presets, and preset files.
+
+Validated at construction; every violation is reported at once. Load and save TOML or JSON.
+The presets carry the first seed's values (REFERENCE_NOTES.md §1); other published designs'
+recency/importance/relevance weightings are offered for comparison.
+
+Trigger defaults fire in a normal chat: the reference's 0.8 × 1M tokens never did. The default
+trigger is a message count (8 unprocessed messages, i.e. four exchanges) so the maturity gate,
+not the trigger, decides when an event fires, as in the seed's "production regime".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from engine.core.errors import ConfigError
+from engine.core.forgetting import gate_time, half_life
+from engine.core.models import TAGS
+
+__all__ = [
+    "Weights",
+    "MemoryConfig",
+    "PRESETS",
+    "VOCATIONS",
+    "COMPARISON_PRESETS",
+    "preset_names",
+    "validate_weights",
+    "repair_weights",
+    "DEFAULT_PRESET",
+]
+
+DEFAULT_PRESET = "customer service"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Weights:
+    """Score weights (α, β, γ, δ) and importance weights (w₀, w₁, w₂). α+β+γ = 1, w₀+w₁+w₂ = 1."""
+
+    alpha: float = 0.33
+    beta: float = 0.33
+    gamma: float = 0.34
+    delta: float = 0.0
+    w0: float = 0.1
+    w1: float = 0.8
+    w2: float = 0.1
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Weights:
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown weight(s) {sorted(unknown)}; known: alpha beta gamma delta w0 w1 w2")
+        return cls(**{k: float(v) for k, v in data.items()})
+
+
+SCORE_WEIGHTS = ("alpha", "beta", "gamma")
+IMPORTANCE_WEIGHTS = ("w0", "w1", "w2")
+
+
+def repair_weights(values: Mapping[str, float], *, fallback: Mapping[str, float] | None = None) -> tuple[dict[str, float], list[str]]:
+    """Clip weights to their ranges and renormalise α+β+γ and w₀+w₁+w₂ to 1; say what changed.
+
+    A group that sums to 0 after clipping takes `fallback`'s values (the current weights), or
+    equal thirds.
+    """
+    out = dict(values)
+    notes: list[str] = []
+    for name in (*SCORE_WEIGHTS, *IMPORTANCE_WEIGHTS):
+        v = float(out[name])
+        c = min(1.0, max(0.0, v)) if v == v else 0.0
+        if c != v:
+            notes.append(f"{name} {v:.4g} clipped to {c:.4g}")
+        out[name] = c
+    d = float(out.get("delta", 0.0))
+    dc = min(1.0, max(-1.0, d)) if d == d else 0.0
+    if dc != d:
+        notes.append(f"delta {d:.4g} clipped to {dc:.4g}")
+    out["delta"] = dc
+    for group in (SCORE_WEIGHTS, IMPORTANCE_WEIGHTS):
+        total = sum(out[n] for n in group)
+        if abs(total - 1.0) <= 1e-9:
+            continue
+        if total <= 0.0:
+            base = fallback if fallback and all(n in fallback for n in group) else {n: 1.0 for n in group}
+            total_b = sum(float(base[n]) for n in group) or 1.0
+            for n in group:
+                out[n] = float(base[n]) / total_b
+            notes.append(f"{'+'.join(group)} summed to 0; reset to {[round(out[n], 4) for n in group]}")
+            continue
+        for n in group:
+            out[n] = out[n] / total
+        notes.append(f"{'+'.join(group)} summed to {total:.4g}; renormalised to 1")
+    return out, notes
+
+
+def validate_weights(w: Weights, *, tol: float = 1e-6) -> list[str]:
+    """Every violation of the weight constraints, as readable strings (empty when valid)."""
+    problems = []
+    for name in ("alpha", "beta", "gamma", "w0", "w1", "w2"):
+        v = getattr(w, name)
+        if not (isinstance(v, (int, float)) and math.isfinite(v)) or not 0.0 <= v <= 1.0:
+            problems.append(f"{name} = {v} must be a number in [0, 1]")
+    if not (math.isfinite(w.delta) and -1.0 <= w.delta <= 1.0):
+        problems.append(f"delta = {w.delta} must be in [-1, 1]")
+    s1 = w.alpha + w.beta + w.gamma
+    if math.isfinite(s1) and abs(s1 - 1.0) > tol:
+        problems.append(f"alpha + beta + gamma = {s1:.6g} must equal 1")
+    s2 = w.w0 + w.w1 + w.w2
+    if math.isfinite(s2) and abs(s2 - 1.0) > tol:
+        problems.append(f"w0 + w1 + w2 = {s2:.6g} must equal 1")
+    return problems
+
+
+#: Vocation presets (seconds), exact values from the first seed.
+VOCATIONS: dict[str, dict[str, float]] = {
+    "customer service": dict(tau_m=600, c_m=0.5, tau=43200, c=0.5, slice_value=0.7, long_term_value=0.9),
+    "collaborative creation": dict(
+        tau_m=3600, c_m=1.0, tau=604800, c=0.7, slice_value=0.9, long_term_value=0.98
+    ),
+    "accompany": dict(tau_m=7200, c_m=0.8, tau=86400, c=0.5, slice_value=0.8, long_term_value=0.95),
+}
+
+#: Other published recency/importance/relevance weightings, for comparison in the lab and tuning.
+#: Generative Agents (Park et al. 2023): equal weights, recency 0.995 per hour => exponential decay
+#: with τ = 1 h / −ln(0.995) ≈ 199.5 h and c = 1.
+COMPARISON_PRESETS: dict[str, dict[str, Any]] = {
+    "generative agents": dict(
+        tau=3600.0 / -math.log(0.995),
+        c=1.0,
+        weights=dict(alpha=1 / 3, beta=1 / 3, gamma=1 / 3, delta=0.0, w0=0.1, w1=0.8, w2=0.1),
+        always_inject_types=(),
+        tune_weights=False,
+    ),
+    "relevance only": dict(
+        weights=dict(alpha=1.0, beta=0.0, gamma=0.0, delta=0.0, w0=0.1, w1=0.8, w2=0.1),
+        always_inject_types=(),
+        tune_weights=False,
+    ),
+}
+
+PRESETS: tuple[str, ...] = (*VOCATIONS, "custom", *COMPARISON_PRESETS)
+
+
+def preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryConfig:
+    """Every knob of the engine. Build with `MemoryConfig.from_preset(name, **overrides)`."""
+
+    preset: str = DEFAULT_PRESET
+    # -- forgetting curve (seconds) --
+    tau_m: float = 600.0
+    c_m: float = 0.5
+    tau: float = 43200.0
+    c: float = 0.5
+    slice_value: float = 0.7
+    long_term_value: float = 0.9
+    decay_enabled: bool = True
+    consolidation_k: float = 0.5
+    # -- trigger: when working memory is "full enough" for an event --
+    trigger: str = "messages"  # "fraction" | "tokens" | "messages"
+    trigger_threshold: float = 8  # messages, tokens, or a fraction of context_budget
+    context_budget: int = 4000  # tokens of working memory the chat model is given
+    keep_recent: int = 4  # messages kept in the window after truncation, for continuity
+    idle_event: bool = True  # an idle gap past the slice gate opens the gate without the trigger
+    # -- weights (defaults; tuned per theme when tune_weights) --
+    weights: Weights = field(default_factory=Weights)
+    tune_weights: bool = True
+    # -- selection --
+    top_k: int = 4
+    always_inject_types: tuple[str, ...] = ("identity", "preference")
+    injection_budget: int = 600  # tokens of injected records at most
+    candidate_k: int = 50  # per retrieval path
+    retrieval_policy: str = "per_turn"  # "per_turn" | "on_event"
+    include_history: bool = False  # serve superseded records too
+    # -- dimensional extraction and retrieval --
+    window: int = 15
+    overlap: int = 3
+    path_weights: Mapping[str, float] = field(
+        default_factory=lambda: {"bm25": 0.4, "dense": 0.4, "dim": 0.2}
+    )
+    dim_weights: Mapping[str, float] = field(
+        default_factory=lambda: {
+            "type": 0.15,
+            "time": 0.30,
+            "location": 0.20,
+            "keyword_phrase": 0.15,
+            "keyword_tokens": 0.15,
+        }
+    )
+    # -- dimension-aware update --
+    update_jaccard: float = 0.3
+    update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
+    # -- chat --
+    core_prompt: str = "You are a helpful assistant with long-term memory of this user."
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if self.preset not in PRESETS:
+            problems.append(f"preset {self.preset!r} is unknown; choose one of: {', '.join(PRESETS)}")
+        for name in ("tau_m", "tau"):
+            v = getattr(self, name)
+            if not (_num(v) and v > 0):
+                problems.append(f"{name} = {v!r} must be a positive number of seconds")
+        for name in ("c_m", "c"):
+            v = getattr(self, name)
+            if not (_num(v) and 0 < v <= 5):
+                problems.append(f"{name} = {v!r} must be in (0, 5]")
+        for name in ("slice_value", "long_term_value"):
+            v = getattr(self, name)
+            if not (_num(v) and 0 <= v < 1):
+                problems.append(f"{name} = {v!r} must be in [0, 1)")
+        if _num(self.slice_value) and _num(self.long_term_value) and self.long_term_value < self.slice_value:
+            problems.append(
+                f"long_term_value ({self.long_term_value}) must be >= slice_value ({self.slice_value}): "
+                "a record is inducted only after it was sliced"
+            )
+        if not (_num(self.consolidation_k) and self.consolidation_k > 0):
+            problems.append(f"consolidation_k = {self.consolidation_k!r} must be > 0")
+        if self.trigger not in ("fraction", "tokens", "messages"):
+            problems.append(f"trigger {self.trigger!r} must be one of fraction, tokens, messages")
+        elif not _num(self.trigger_threshold) or self.trigger_threshold <= 0:
+            problems.append(f"trigger_threshold = {self.trigger_threshold!r} must be > 0")
+        elif self.trigger == "fraction" and self.trigger_threshold > 1:
+            problems.append(f"trigger_threshold = {self.trigger_threshold} is a fraction of the budget: use (0, 1]")
+        for name, lo in (("context_budget", 1), ("top_k", 1), ("injection_budget", 1), ("candidate_k", 1),
+                         ("window", 2), ("keep_recent", 0), ("overlap", 0)):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= lo):
+                problems.append(f"{name} = {v!r} must be an integer >= {lo}")
+        if isinstance(self.window, int) and isinstance(self.overlap, int) and self.overlap >= self.window:
+            problems.append(f"overlap ({self.overlap}) must be smaller than window ({self.window})")
+        bad_types = [t for t in self.always_inject_types if t not in TAGS]
+        if bad_types:
+            problems.append(f"always_inject_types {bad_types} are not tags; use some of {', '.join(TAGS)}")
+        if self.retrieval_policy not in ("per_turn", "on_event"):
+            problems.append(f"retrieval_policy {self.retrieval_policy!r} must be per_turn or on_event")
+        if not isinstance(self.weights, Weights):
+            problems.append("weights must be a Weights")
+        else:
+            problems.extend(f"weights: {p}" for p in validate_weights(self.weights))
+        problems.extend(_check_simplex("path_weights", self.path_weights, ("bm25", "dense", "dim")))
+        problems.extend(
+            _check_simplex(
+                "dim_weights",
+                self.dim_weights,
+                ("type", "time", "location", "keyword_phrase", "keyword_tokens"),
+                need_sum=False,
+            )
+        )
+        for name in ("update_jaccard", "update_cosine"):
+            v = getattr(self, name)
+            if v is None and name == "update_cosine":
+                continue
+            if not (_num(v) and 0 <= v <= 1):
+                problems.append(f"{name} = {v!r} must be in [0, 1]")
+        if problems:
+            raise ConfigError(problems)
+
+    # -- derived quantities --------------------------------------------------------------
+    @property
+    def slice_gate_seconds(self) -> float:
+        """Age at which a message is mature enough to slice: τ_m·(−ln(1 − slice_value))^(1/c_m)."""
+        return gate_time(self.slice_value, tau=self.tau_m, c=self.c_m)
+
+    @property
+    def induction_gate_seconds(self) -> float:
+        """Age at which a record is mature enough to induct into the profile."""
+        return gate_time(self.long_term_value, tau=self.tau_m, c=self.c_m)
+
+    @property
+    def decay_half_life_seconds(self) -> float:
+        return half_life(tau=self.tau, c=self.c)
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_preset(cls, name: str = DEFAULT_PRESET, **overrides: Any) -> MemoryConfig:
+        """A preset by name (case-insensitive), with overrides applied on top."""
+        key = _preset_key(name)
+        values: dict[str, Any] = {"preset": key}
+        if key in VOCATIONS:
+            values.update(VOCATIONS[key])
+        elif key in COMPARISON_PRESETS:
+            values.update(COMPARISON_PRESETS[key])
+        values.update(overrides)
+        return cls.from_dict(values)
+
+    def with_overrides(self, **overrides: Any) -> MemoryConfig:
+        data = self.to_dict()
+        data.update(overrides)
+        return MemoryConfig.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Weights):
+                v = v.to_dict()
+            elif isinstance(v, tuple):
+                v = list(v)
+            elif isinstance(v, Mapping):
+                v = dict(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> MemoryConfig:
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(
+                [f"unknown key {k!r}; known keys: {', '.join(known)}" for k in unknown], source=source
+            )
+        values = dict(data)
+        try:
+            if "weights" in values and not isinstance(values["weights"], Weights):
+                base = Weights().to_dict()
+                base.update(dict(values["weights"]))
+                values["weights"] = Weights.from_dict(base)
+            if "always_inject_types" in values:
+                values["always_inject_types"] = tuple(values["always_inject_types"])
+            if "preset" in values:
+                values["preset"] = _preset_key(values["preset"])
+            for name in ("path_weights", "dim_weights"):
+                if name in values:
+                    values[name] = {str(k): float(v) for k, v in dict(values[name]).items()}
+            for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
+                         "keep_recent"):
+                if name in values and isinstance(values[name], float) and values[name].is_integer():
+                    values[name] = int(values[name])
+        except ConfigError as exc:
+            raise ConfigError(exc.problems, source=source) from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(str(exc), source=source) from None
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(exc.problems, source=source) from None
+        except TypeError as exc:
+            raise ConfigError(str(exc), source=source) from None
+
+    # -- files ----------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write this config as TOML (.toml) or JSON (.json)."""
+        path = Path(path)
+        data = self.to_dict()
+        if path.suffix.lower() == ".json":
+            path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        elif path.suffix.lower() == ".toml":
+            import tomli_w
+
+            # TOML has no null: a None knob is left out, and `load` takes it from the preset (None)
+            path.write_text(tomli_w.dumps({k: v for k, v in data.items() if v is not None}), encoding="utf-8")
+        else:
+            raise ConfigError(f"cannot save config to {path}: use a .toml or .json file name")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> MemoryConfig:
+        """Read a config saved by `save` (TOML or JSON); a missing key takes its preset's value."""
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", source=str(path)) from None
+        try:
+            text = raw.decode("utf-8")
+            if path.suffix.lower() == ".json":
+                data = json.loads(text)
+            elif path.suffix.lower() == ".toml":
+                data = tomllib.loads(text)
+            else:
+                raise ConfigError("use a .toml or .json file", source=str(path))
+        except UnicodeDecodeError:
+            raise ConfigError("the file is not UTF-8 text", source=str(path)) from None
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"the file is not valid {path.suffix[1:].upper()}: {exc}", source=str(path)) from None
+        if not isinstance(data, dict):
+            raise ConfigError("the top level must be a table of keys", source=str(path))
+        preset = data.get("preset", DEFAULT_PRESET)
+        if not isinstance(preset, str):
+            raise ConfigError(f"preset must be a string, got {preset!r}", source=str(path))
+        try:
+            base = cls.from_preset(preset).to_dict()
+        except ConfigError as exc:
+            raise ConfigError(exc.problems, source=str(path)) from None
+        base.update(data)
+        return cls.from_dict(base, source=str(path))
+
+    def describe(self) -> dict[str, Any]:
+        """The config plus its derived gate times, for printing with results."""
+        out = self.to_dict()
+        out["slice_gate_seconds"] = round(self.slice_gate_seconds, 3)
+        out["induction_gate_seconds"] = round(self.induction_gate_seconds, 3)
+        out["decay_half_life_seconds"] = round(self.decay_half_life_seconds, 3)
+        return out
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _preset_key(name: Any) -> str:
+    if not isinstance(name, str):
+        raise ConfigError(f"preset name must be a string, got {name!r}")
+    key = " ".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
+    if key not in PRESETS:
+        raise ConfigError(f"preset {name!r} is unknown; choose one of: {', '.join(PRESETS)}")
+    return key
+
+
+def _check_simplex(name: str, weights: Mapping[str, float], keys: tuple[str, ...], need_sum: bool = True):
+    problems = []
+    if not isinstance(weights, Mapping):
+        return [f"{name} must be a table of {', '.join(keys)}"]
+    unknown = set(weights) - set(keys)
+    if unknown:
+        problems.append(f"{name} has unknown key(s) {sorted(unknown)}; use {', '.join(keys)}")
+    for k, v in weights.items():
+        if not (_num(v) and v >= 0):
+            problems.append(f"{name}.{k} = {v!r} must be a number >= 0")
+    if not problems and sum(weights.values()) <= 0:
+        problems.append(f"{name} must have a positive sum")
+    return problems
+

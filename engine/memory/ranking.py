@@ -1,0 +1,179 @@
+"""Forgetting-curve ranking of a candidate set, with a per-candidate breakdown.
+
+Given each candidate's relevance R (from retrieval), its age since last reinforcement, its tag
+union u and strengthen count n, compute T, F and S = αR + βT + γF + δ (vectorised), then select:
+`always_inject_types` hold seats first (the best-scoring candidate carrying each such tag), then
+the rest by S up to top-K, skipping what would overflow the injection token budget. Every
+candidate gets a `ScoreRow` saying picked / near-miss / dropped and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from engine.core.config import MemoryConfig, Weights
+from engine.core.forgetting import decay, importance, score
+from engine.core.models import ScoreRow
+
+__all__ = ["Candidate", "rank_candidates", "sensitivity", "NEAR_MISS_WINDOW"]
+
+#: Unpicked candidates within this many places after the last seat are reported as near-misses.
+NEAR_MISS_WINDOW = 3
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    """The inputs of one candidate's score, kept so a what-if can re-rank without the store."""
+
+    record_id: int
+    R: float
+    age_seconds: float
+    u: float
+    n: int
+    tags: tuple[str, ...]
+    tokens: int
+    ranks: Mapping[str, int | None] = field(default_factory=dict)
+    path_scores: Mapping[str, float] = field(default_factory=dict)
+
+
+def rank_candidates(
+    candidates: Sequence[Candidate],
+    *,
+    config: MemoryConfig,
+    weights: Weights | None = None,
+    excluded: Mapping[int, str] | None = None,
+) -> tuple[list[ScoreRow], list[int]]:
+    """Score and select. Returns (rows sorted by S, best first) and the picked ids in seat order.
+
+    `excluded` maps record ids that may not take a seat to the reason (e.g. contradicted by the
+    live window); they are still scored and reported.
+    """
+    excluded = dict(excluded or {})
+    w = weights or config.weights
+    if not candidates:
+        return [], []
+    R = np.array([c.R for c in candidates], dtype=float)
+    age = np.array([c.age_seconds for c in candidates], dtype=float)
+    u = np.array([c.u for c in candidates], dtype=float)
+    n = np.array([c.n for c in candidates], dtype=float)
+    T = decay(age, tau=config.tau, c=config.c) if config.decay_enabled else np.ones_like(age)
+    T = np.atleast_1d(T)
+    F = np.atleast_1d(importance(u, n, w0=w.w0, w1=w.w1, w2=w.w2, k=config.consolidation_k))
+    S = np.atleast_1d(score(R, T, F, alpha=w.alpha, beta=w.beta, gamma=w.gamma, delta=w.delta))
+    # stable order: S descending, then record id ascending (deterministic ties)
+    order = sorted(range(len(candidates)), key=lambda i: (-S[i], candidates[i].record_id))
+
+    picked: list[int] = []
+    why: dict[int, str] = {i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded}
+    used_tokens = 0
+    for tag in config.always_inject_types:
+        for i in order:
+            c = candidates[i]
+            if tag in c.tags and i not in why and len(picked) < config.top_k:
+                if used_tokens + c.tokens > config.injection_budget and picked:
+                    break
+                picked.append(i)
+                why[i] = f"floor:{tag}"
+                used_tokens += c.tokens
+                break
+    last_seat_pos = -1
+    for pos, i in enumerate(order):
+        if i in why:
+            if i in picked:
+                last_seat_pos = max(last_seat_pos, pos)
+            continue
+        c = candidates[i]
+        if len(picked) >= config.top_k:
+            why[i] = "top-K"
+            continue
+        if used_tokens + c.tokens > config.injection_budget and picked:
+            why[i] = "budget"
+            continue
+        picked.append(i)
+        why[i] = "top-K"
+        used_tokens += c.tokens
+        last_seat_pos = pos
+
+    picked_set = set(picked)
+    rows: list[ScoreRow] = []
+    for pos, i in enumerate(order):
+        c = candidates[i]
+        if i in picked_set:
+            verdict = "picked"
+        elif c.record_id in excluded:
+            verdict = "dropped"
+        elif pos <= last_seat_pos + NEAR_MISS_WINDOW:
+            verdict = "near-miss"
+        else:
+            verdict = "dropped"
+        rows.append(
+            ScoreRow(
+                record_id=c.record_id,
+                ranks=dict(c.ranks),
+                path_scores={k: round(float(v), 6) for k, v in c.path_scores.items()},
+                R=round(float(R[i]), 6),
+                T=round(float(T[i]), 6),
+                F=round(float(F[i]), 6),
+                parts={
+                    "alpha_R": round(float(w.alpha * R[i]), 6),
+                    "beta_T": round(float(w.beta * T[i]), 6),
+                    "gamma_F": round(float(w.gamma * F[i]), 6),
+                    "delta": round(float(w.delta), 6),
+                },
+                S=round(float(S[i]), 6),
+                verdict=verdict,
+                why=why.get(i, "top-K"),
+                tokens=c.tokens,
+                position=pos,
+            )
+        )
+    return rows, [candidates[i].record_id for i in picked]
+
+
+def sensitivity(
+    candidates: Sequence[Candidate], *, config: MemoryConfig, weights: Weights | None = None
+) -> dict[str, str | None]:
+    """For each knob, the nearest setting (on a small grid) that changes the injected set.
+
+    Answers the lab's "which knob would change what gets injected?" without touching the store.
+    """
+    w = weights or config.weights
+    _, base = rank_candidates(candidates, config=config, weights=w)
+    base_set = set(base)
+    out: dict[str, str | None] = {}
+
+    def changed(cfg: MemoryConfig, wt: Weights) -> bool:
+        return set(rank_candidates(candidates, config=cfg, weights=wt)[1]) != base_set
+
+    for knob in ("alpha", "beta", "gamma"):
+        found = None
+        current = getattr(w, knob)
+        for target in sorted(np.linspace(0, 1, 21), key=lambda v: abs(v - current)):
+            others = [k for k in ("alpha", "beta", "gamma") if k != knob]
+            rest = 1.0 - target
+            total_other = sum(getattr(w, k) for k in others)
+            vals = {knob: float(target)}
+            for k in others:
+                vals[k] = rest * (getattr(w, k) / total_other if total_other > 0 else 0.5)
+            if changed(config, replace(w, **vals)):
+                found = f"{knob} = {target:.2f}"
+                break
+        out[knob] = found
+    for knob, grid in (
+        ("tau", [config.tau * f for f in (0.01, 0.1, 0.25, 0.5, 2, 4, 10, 100)]),
+        ("c", [0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0]),
+        ("top_k", list(range(1, 13))),
+    ):
+        found = None
+        current = getattr(config, knob)
+        for target in sorted(grid, key=lambda v: abs(v - current)):
+            if target == current:
+                continue
+            if changed(config.with_overrides(**{knob: target}), w):
+                found = f"{knob} = {target:g}"
+                break
+        out[knob] = found
+    return out

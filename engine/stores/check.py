@@ -1,0 +1,262 @@
+"""`memlab check --db PATH`: verify the DESIGN.md invariants on a stored database.
+
+A crash, a bug or a hand edit can leave a database that still opens but breaks a promise the
+engine relies on. This reads every row and reports each broken invariant as one readable line:
+
+- every message accounted for: an extract cursor never points past its session's last message
+  or at another user's message; a record only grounds on messages its session's cursor covers;
+- records, vectors and full-text rows match one to one (same ids, same user, same validity);
+- no cross-user references (record sources, supersession, scoring rows, profile history);
+- `invalid_at` is set exactly when `superseded_by` is, and the superseding record exists.
+
+SQLite files are checked row by row in SQL; other back ends through the store protocol (the
+vector and full-text tables are not visible there, so those checks are skipped and said so).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from engine.core.errors import ConfigError, MemlabError
+
+__all__ = ["check_store", "check_main", "summary"]
+
+
+def check_store(store: Any) -> list[str]:
+    """Every broken invariant of the store as one line each; an empty list means it is sound."""
+    conn = getattr(store, "conn", None)
+    if conn is None or not hasattr(store, "_lock"):
+        return _check_protocol(store)
+    with store._lock:
+        return _check_sqlite(conn)
+
+
+def summary(store: Any) -> dict[str, int]:
+    """Counts for the report: messages covered by an extract cursor vs still pending, records."""
+    covered = pending = records = 0
+    for user in store.users():
+        for session in store.sessions(user):
+            cursor = store.get_cursor(user, session, "extract")
+            for m in store.messages(user, session_id=session):
+                if m.id <= cursor:
+                    covered += 1
+                else:
+                    pending += 1
+        records += store.count_records(user)
+    return {"messages": covered + pending, "covered": covered, "pending": pending, "records": records}
+
+
+def _ids(value: Any) -> list[int]:
+    if isinstance(value, list):
+        return [int(v) for v in value if isinstance(v, int) or (isinstance(v, str) and v.isdigit())]
+    return []
+
+
+def _check_sqlite(conn: Any) -> list[str]:
+    problems: list[str] = []
+    q = lambda sql, args=(): conn.execute(sql, args).fetchall()  # noqa: E731
+
+    ok = q("PRAGMA quick_check")
+    if [r[0] for r in ok] != ["ok"]:
+        problems.append("SQLite quick_check: " + "; ".join(str(r[0]) for r in ok[:5]))
+
+    msg_owner = {mid: (uid, sid) for mid, uid, sid in q("SELECT id, user_id, session_id FROM messages")}
+    last_msg: dict[tuple[str, str], int] = {
+        (uid, sid): mx for uid, sid, mx in q("SELECT user_id, session_id, max(id) FROM messages GROUP BY 1, 2")
+    }
+    cursors: dict[tuple[str, str, str], int] = {}
+    for uid, sid, name, value in q("SELECT user_id, session_id, name, value FROM cursors"):
+        cursors[(uid, sid, name)] = value
+        if value < 0:
+            problems.append(f"cursor {name!r} of user {uid!r} session {sid!r} is negative ({value})")
+        if name != "extract" or value == 0:
+            continue
+        last = last_msg.get((uid, sid))
+        if last is None or value > last:
+            problems.append(f"extract cursor of user {uid!r} session {sid!r} is {value}, beyond the session's "
+                            f"last message ({last or 'none'})")
+        elif msg_owner.get(value) != (uid, sid):
+            problems.append(f"extract cursor of user {uid!r} session {sid!r} points at message {value}, "
+                            f"which belongs to {msg_owner.get(value)!r}")
+
+    rec_rows = q("SELECT id, user_id, valid, invalid_at, superseded_by, source FROM records")
+    rec_owner = {r[0]: r[1] for r in rec_rows}
+    rec_valid = {r[0]: r[2] for r in rec_rows}
+    for rid, uid, valid, invalid_at, sup, source in rec_rows:
+        if (invalid_at is None) != (sup is None):
+            problems.append(f"record {rid} of user {uid!r}: invalid_at is {invalid_at!r} but superseded_by is "
+                            f"{sup!r} (they are set together by supersede)")
+        if bool(valid) != (invalid_at is None):
+            problems.append(f"record {rid} of user {uid!r}: valid flag {valid} disagrees with invalid_at {invalid_at!r}")
+        if sup is not None:
+            if sup == rid:
+                problems.append(f"record {rid} of user {uid!r} is superseded by itself")
+            elif sup not in rec_owner:
+                problems.append(f"record {rid} of user {uid!r} is superseded by record {sup}, which does not exist")
+            elif rec_owner[sup] != uid:
+                problems.append(f"cross-user reference: record {rid} of user {uid!r} is superseded by record {sup} "
+                                f"of user {rec_owner[sup]!r}")
+        if source is None:
+            continue
+        try:
+            src = json.loads(source)
+            sid = src["session_id"]
+            mids = _ids(src.get("message_ids"))
+        except (ValueError, TypeError, KeyError):
+            problems.append(f"record {rid} of user {uid!r}: unreadable source pointer {source[:80]!r}")
+            continue
+        cursor = cursors.get((uid, sid, "extract"), 0)
+        for mid in mids:
+            owner = msg_owner.get(mid)
+            if owner is None:
+                problems.append(f"record {rid} of user {uid!r} grounds on message {mid}, which does not exist")
+            elif owner[0] != uid:
+                problems.append(f"cross-user reference: record {rid} of user {uid!r} grounds on message {mid} "
+                                f"of user {owner[0]!r}")
+            elif mid > cursor and owner[1] == sid:
+                problems.append(f"record {rid} of user {uid!r} grounds on message {mid}, past the extract cursor "
+                                f"{cursor} of session {sid!r} (a record was written without its cursor move)")
+
+    vec = {rid: (uid, valid) for rid, uid, valid in q("SELECT rowid, user_id, valid FROM records_vec")}
+    fts = {rid: uid for rid, uid in q("SELECT rowid, user_id FROM records_fts")}
+    for rid, uid in rec_owner.items():
+        if rid not in vec:
+            problems.append(f"record {rid} of user {uid!r} has no vector row")
+        elif vec[rid][0] != uid:
+            problems.append(f"cross-user reference: vector row {rid} is filed under user {vec[rid][0]!r}, "
+                            f"its record under {uid!r}")
+        elif bool(vec[rid][1]) != bool(rec_valid[rid]):
+            problems.append(f"record {rid} of user {uid!r}: vector valid flag {vec[rid][1]} disagrees with the "
+                            f"record's {rec_valid[rid]}")
+        if rid not in fts:
+            problems.append(f"record {rid} of user {uid!r} has no full-text row")
+        elif fts[rid] != uid:
+            problems.append(f"cross-user reference: full-text row {rid} is filed under user {fts[rid]!r}, "
+                            f"its record under {uid!r}")
+    for rid in sorted(set(vec) - set(rec_owner)):
+        problems.append(f"vector row {rid} (user {vec[rid][0]!r}) has no record (half-written or half-deleted)")
+    for rid in sorted(set(fts) - set(rec_owner)):
+        problems.append(f"full-text row {rid} (user {fts[rid]!r}) has no record (half-written or half-deleted)")
+
+    for name in ("induct",):
+        for (uid, sid, cname), value in cursors.items():
+            if cname == name and value and rec_owner.get(value) != uid:
+                problems.append(f"{name} cursor of user {uid!r} points at record {value}, which is "
+                                f"{'missing' if value not in rec_owner else 'of user ' + repr(rec_owner[value])}")
+
+    event_owner = {eid: uid for eid, uid in q("SELECT id, user_id FROM events")}
+    bad_scores: dict[tuple[str, str], int] = defaultdict(int)
+    for sid_, event_id, uid, record_id in q("SELECT id, event_id, user_id, record_id FROM scores"):
+        if rec_owner.get(record_id) not in (None, uid):
+            bad_scores[(uid, f"record {record_id} of user {rec_owner[record_id]!r}")] += 1
+        if event_owner.get(event_id) not in (None, uid):
+            bad_scores[(uid, f"event {event_id} of user {event_owner[event_id]!r}")] += 1
+    for (uid, what), n in sorted(bad_scores.items()):
+        problems.append(f"cross-user reference: {n} scoring row(s) of user {uid!r} point at {what}")
+
+    for eid, uid, payload in q("SELECT id, user_id, payload FROM events WHERE kind = 'extract'"):
+        try:
+            mids = _ids(json.loads(payload).get("message_ids"))
+        except (ValueError, AttributeError):
+            problems.append(f"extract event {eid} of user {uid!r}: unreadable payload")
+            continue
+        for mid in mids:
+            owner = msg_owner.get(mid)
+            if owner is None or owner[0] != uid:
+                problems.append(f"extract event {eid} of user {uid!r} names message {mid}, "
+                                f"{'which does not exist' if owner is None else 'of user ' + repr(owner[0])}")
+            elif mid > cursors.get((uid, owner[1], "extract"), 0):
+                problems.append(f"extract event {eid} of user {uid!r} extracted message {mid}, but the cursor of "
+                                f"session {owner[1]!r} never moved past it")
+
+    for hid, uid, entry in q("SELECT id, user_id, entry FROM profile_history"):
+        try:
+            rids = _ids(json.loads(entry).get("record_ids"))
+        except (ValueError, AttributeError):
+            problems.append(f"profile history row {hid} of user {uid!r}: unreadable entry")
+            continue
+        foreign = [r for r in rids if rec_owner.get(r) not in (None, uid)]
+        if foreign:
+            problems.append(f"cross-user reference: profile history row {hid} of user {uid!r} cites records "
+                            f"{foreign} of other users")
+    return problems
+
+
+def _check_protocol(store: Any) -> list[str]:
+    """The subset visible through the Store protocol (any back end)."""
+    problems: list[str] = []
+    for uid in store.users():
+        owned = {m.id: m for m in store.messages(uid)}
+        cursors = {}
+        for sid in store.sessions(uid):
+            msgs = [m for m in owned.values() if m.session_id == sid]
+            cursor = store.get_cursor(uid, sid, "extract")
+            cursors[sid] = cursor
+            if cursor and (not msgs or cursor > max(m.id for m in msgs)):
+                problems.append(f"extract cursor of user {uid!r} session {sid!r} is {cursor}, beyond the session's "
+                                "last message")
+        recs = {r.id: r for r in store.records(uid, include_invalid=True)}
+        for r in recs.values():
+            if (r.invalid_at is None) != (r.superseded_by is None):
+                problems.append(f"record {r.id} of user {uid!r}: invalid_at and superseded_by disagree")
+            if r.superseded_by is not None and r.superseded_by not in recs:
+                problems.append(f"record {r.id} of user {uid!r} is superseded by record {r.superseded_by}, "
+                                "which is not one of the user's records")
+            if r.source is not None:
+                for mid in r.source.message_ids:
+                    if mid not in owned:
+                        problems.append(f"record {r.id} of user {uid!r} grounds on message {mid}, "
+                                        "which is not one of the user's messages")
+                    elif mid > cursors.get(r.source.session_id, 0):
+                        problems.append(f"record {r.id} of user {uid!r} grounds on message {mid}, past the "
+                                        "extract cursor of its session")
+    return problems
+
+
+def check_main(url: str | None) -> int:
+    """CLI entry: 0 when every invariant holds, 1 with one line per problem otherwise."""
+    from engine.stores.base import open_store
+
+    if not url:
+        raise ConfigError("memlab check needs a database: give --db PATH (or --store postgres --dsn URL)")
+    is_sqlite = not url.startswith(("postgres", "postgresql:"))
+    if is_sqlite and url != ":memory:" and not os.path.isfile(url):
+        raise ConfigError(f"{url}: no such database file; give the path of an existing memlab database with --db")
+    dim = _stored_dim(url) if is_sqlite else 384
+    store = open_store(url, dim=dim)
+    try:
+        problems = check_store(store)
+        counts = summary(store)
+    finally:
+        store.close()
+    head = (f"{counts['messages']} messages ({counts['covered']} covered by extraction, {counts['pending']} "
+            f"pending), {counts['records']} records")
+    if not problems:
+        print(f"memlab check {url}: ok — {head}; every invariant holds")
+        return 0
+    print(f"memlab check {url}: {len(problems)} problem(s) — {head}", file=sys.stdout)
+    for p in problems:
+        print(f"  - {p}")
+    return 1
+
+
+def _stored_dim(path: str) -> int:
+    """Open with the file's own vector dimension, whatever embedder wrote it."""
+    from engine.stores.sqlite import _sqlite
+
+    try:
+        conn = _sqlite.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        finally:
+            conn.close()
+    except MemlabError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any driver error here means "not ours"
+        raise ConfigError(f"{path}: not a memlab database ({exc}); give the path of a file memlab wrote") from None
+    return int(row[0]) if row else 384
