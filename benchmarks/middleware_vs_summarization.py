@@ -42,6 +42,7 @@ from engine.core.tokens import ApproxTokenCounter, content_text  # noqa: E402
 from engine.eval.scenario import Scenario, keyword_in, load_scenario, parse_scenario  # noqa: E402
 from engine.integrations.langgraph import MemoryMiddleware  # noqa: E402
 from engine.memory.engine import MemoryEngine, Models  # noqa: E402
+from engine.roles.bundle import Models
 from engine.roles.ledger import CallRecord, Ledger  # noqa: E402
 
 DEFAULT_SCENARIO = ROOT / "scenarios" / "needle-long.yaml"

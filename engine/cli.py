@@ -293,7 +293,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _engine_factory(args: argparse.Namespace, settings: Any):
-    from engine.memory.engine import MemoryEngine, Models
+    from engine.memory.engine import MemoryEngine
+    from engine.roles.bundle import Models
     from engine.roles.embeddings import make_embedder
 
     def factory(**kw):

@@ -23,6 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from engine import MemoryConfig, MemoryEngine, MemoryMiddleware, VirtualClock  # noqa: E402
 from engine.memory.engine import DEFAULT_START, Models  # noqa: E402
+from engine.roles.bundle import Models
 
 
 @tool

@@ -144,7 +144,8 @@ def build_engine(
     embedder: Any = None,
 ):
     """A fresh engine for these settings (store, clock, models, embedder)."""
-    from engine.memory.engine import MemoryEngine, Models
+    from engine.memory.engine import MemoryEngine
+    from engine.roles.bundle import Models
     from engine.roles.embeddings import embedder_name, make_embedder
     from engine.stores.base import open_store
 
@@ -157,7 +158,7 @@ def build_engine(
 
 def _real_models(settings: LabSettings):
     """Real roles on a LangChain chat model (engine.llm), only when a provider key is set."""
-    from engine.memory.engine import Models
+    from engine.roles.bundle import Models
     from engine.roles.llm import ModelSettings
 
     if not real_model_configured():

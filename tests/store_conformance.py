@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.core.errors import CursorRewindError
-from engine.core.models import (
+from engine.core.records import (
     Event,
     MemoryRecord,
     Message,

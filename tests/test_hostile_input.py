@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from benchmarks.harness.reliability import HOSTILE_MESSAGES, fast_config, run_hostile
 from engine.core.clock import VirtualClock, parse_duration
 from engine.core.errors import ClockError, MemlabUsageError
-from engine.core.models import MemoryRecord, UserProfile
+from engine.core.records import MemoryRecord, UserProfile
 from engine.eval.scenario import parse_scenario
 from engine.memory.engine import DEFAULT_START, MemoryEngine
 from engine.memory.injection import (

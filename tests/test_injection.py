@@ -1,6 +1,6 @@
 from datetime import UTC, datetime
 
-from engine.core.models import MemoryRecord, Message, UserProfile
+from engine.core.records import MemoryRecord, Message, UserProfile
 from engine.core.tokens import ApproxTokenCounter
 from engine.memory.injection import (
     RECORDS_CLOSE,

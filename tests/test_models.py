@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.core.errors import ClockError, ConfigError
-from engine.core.models import (
+from engine.core.records import (
     TAGS,
     Event,
     MemoryRecord,

@@ -10,7 +10,8 @@ from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
 from engine.core.errors import ClockError
 from engine.eval.scenario import load_scenario, replay
-from engine.memory.engine import MemoryEngine, Models
+from engine.memory.engine import MemoryEngine
+from engine.roles.bundle import Models
 from engine.roles.types import ExtractionOutput, TuneOutput
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

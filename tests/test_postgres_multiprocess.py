@@ -22,7 +22,7 @@ def _worker(dsn: str, schema: str, worker: int) -> dict:
     from datetime import UTC, datetime
 
     from engine.core.errors import CursorRewindError
-    from engine.core.models import MemoryRecord, Message
+    from engine.core.records import MemoryRecord, Message
     from engine.stores.postgres import PostgresStore
 
     at = datetime(2026, 3, 2, 9, tzinfo=UTC)

@@ -18,7 +18,7 @@ from pg_support import POSTGRES_MARKS
 from store_conformance import T0, StoreConformance, msg, rec, unit
 
 from engine.core.errors import ConfigError, StoreError
-from engine.core.models import Message
+from engine.core.records import Message
 
 pytestmark = POSTGRES_MARKS
 

@@ -13,7 +13,8 @@ import pytest
 
 from benchmarks.harness.reliability import fast_config, user_marker
 from engine.core.clock import VirtualClock
-from engine.memory.engine import DEFAULT_START, MemoryEngine, Models
+from engine.memory.engine import DEFAULT_START, MemoryEngine
+from engine.roles.bundle import Models
 from engine.stores.sqlite import SQLiteStore
 from tests.fake_openai import FakeOpenAI, content_reply, requested_tool, tool_reply
 

@@ -68,7 +68,8 @@ def test_bad_replay_arguments_are_one_line_errors(bad, capsys):
 
 
 def test_the_chat_call_is_priced_with_the_configured_prices(monkeypatch):
-    from engine.memory.engine import MemoryEngine, Models
+    from engine.memory.engine import MemoryEngine
+    from engine.roles.bundle import Models
     from engine.roles.ledger import Ledger, Price
     from engine.roles.llm import ModelSettings
 

@@ -6,9 +6,10 @@ import pytest
 
 from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
-from engine.core.models import MemoryRecord, SourcePointer, TimeSpan
-from engine.memory.engine import MemoryEngine, Models
+from engine.core.records import MemoryRecord, SourcePointer, TimeSpan
+from engine.memory.engine import MemoryEngine
 from engine.memory.retrieval import PathResults, fuse, record_text
+from engine.roles.bundle import Models
 from engine.roles.embeddings import HashEmbeddings
 from engine.roles.types import ExtractionOutput
 

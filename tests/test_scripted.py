@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
-from engine.core.models import PROFILE_FIELDS
+from engine.core.records import PROFILE_FIELDS
 from engine.roles import types as R
 from engine.roles.scripted import (
     THEMES,

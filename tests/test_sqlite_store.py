@@ -131,7 +131,7 @@ def test_forget_user_leaves_no_bytes_in_the_file(store_factory, rng, tmp_path):
     vec = unit(rng, 1, 32)
     store.add_message(msg("victim-" + marker, "s", f"my secret is {marker}"))
     store.add_records([rec("victim-" + marker, f"secret {marker} lives here", keywords=(marker,))], vec)
-    store.append_event(__import__("engine.core.models", fromlist=["Event"]).Event(
+    store.append_event(__import__("engine.core.records", fromlist=["Event"]).Event(
         user_id="victim-" + marker, session_id="s", kind="extract", at=T0, payload={"text": marker}))
     store.add_records([rec("bystander", "nothing to see")], unit(rng, 1, 32))
     store.close()

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.errors import ClockError, ConfigError
-from engine.core.models import TimeSpan
+from engine.core.records import TimeSpan
 from engine.core.timeparse import (
     absolutize,
     around_tolerance,

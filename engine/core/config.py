@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.core.errors import ConfigError
 from engine.core.forgetting import gate_time, half_life
-from engine.core.models import TAGS
+from engine.core.records import TAGS
 
 __all__ = [
     "Weights",

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from engine.core.models import TYPE_SCORES
+from engine.core.records import TYPE_SCORES
 
 __all__ = [
     "maturity",

@@ -21,7 +21,7 @@ from datetime import date, datetime, time, timedelta, tzinfo
 
 from engine.core.clock import ensure_aware
 from engine.core.errors import ConfigError
-from engine.core.models import TimeSpan
+from engine.core.records import TimeSpan
 from engine.roles.types import TimeConstraint
 
 __all__ = [

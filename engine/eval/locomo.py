@@ -37,7 +37,7 @@ from typing import Any
 from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
-from engine.core.models import MemoryRecord, SourcePointer
+from engine.core.records import MemoryRecord, SourcePointer
 from engine.roles.types import ExtractionInput, WindowMessage
 
 __all__ = [
@@ -445,7 +445,7 @@ def _turn_retriever(conv: Conversation, method: str, embedder: Any, max_k: int) 
 
 def _scripted_records(conv: Conversation, engine: Any) -> tuple[list[MemoryRecord], list[list[float]]]:
     """Run the scripted extractor over each session in overlapping windows (new = the suffix)."""
-    from engine.core.models import Message
+    from engine.core.records import Message
 
     cfg = engine.config
     step = cfg.window - cfg.overlap

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from engine.core.forgetting import decay, importance, relevance, score, tag_union
-from engine.core.models import TAGS, MemoryRecord
+from engine.core.records import TAGS, MemoryRecord
 
 __all__ = ["STORE_FACTORIES", "run_perf", "perf_main", "format_table", "synthetic_corpus"]
 

@@ -21,7 +21,7 @@ import yaml
 from engine.core.clock import VirtualClock, parse_datetime, parse_duration
 from engine.core.config import MemoryConfig
 from engine.core.errors import ClockError, ConfigError, ScenarioError
-from engine.core.models import Event
+from engine.core.records import Event
 
 __all__ = ["Scenario", "Turn", "Probe", "load_scenario", "parse_scenario", "replay", "ReplayResult",
            "keyword_in", "summarize_events"]

@@ -34,7 +34,8 @@ from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
 from engine.core.tokens import ApproxTokenCounter, content_text
 from engine.eval.scenario import Scenario, keyword_in
-from engine.memory.engine import MemoryEngine, Models
+from engine.memory.engine import MemoryEngine
+from engine.roles.bundle import Models
 from engine.roles.ledger import CallRecord, Ledger
 
 __all__ = [

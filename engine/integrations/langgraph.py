@@ -37,7 +37,7 @@ from langchain_core.messages import (
 )
 
 from engine.core.errors import ConfigError
-from engine.core.models import Event
+from engine.core.records import Event
 from engine.core.tokens import content_text
 from engine.memory.engine import MemoryEngine
 from engine.memory.injection import BuiltPrompt

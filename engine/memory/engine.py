@@ -34,7 +34,7 @@ from engine.core.errors import (
     StoreError,
 )
 from engine.core.forgetting import maturity
-from engine.core.models import (
+from engine.core.records import (
     Event,
     MemoryRecord,
     Message,
@@ -54,6 +54,7 @@ from engine.memory.retrieval import (
     record_text,
 )
 from engine.memory.update import apply_updates, record_view
+from engine.roles.bundle import Models
 from engine.roles.embeddings import HashEmbeddings, embedder_name
 from engine.roles.ledger import CallRecord, Ledger
 from engine.roles.types import (
@@ -72,7 +73,6 @@ from engine.stores.base import Store, open_store
 
 __all__ = [
     "MemoryEngine",
-    "Models",
     "TurnResult",
     "Retrieval",
     "GateStatus",
@@ -102,35 +102,6 @@ class KeepPendingRecovery:
     def on_failure(self, *, step, user_id, session_id, message_ids, error) -> None:
         self.failures.append({"step": step, "user_id": user_id, "session_id": session_id,
                               "message_ids": list(message_ids), "error": str(error)})
-
-
-@dataclass
-class Models:
-    """One implementation per role; `chat` is a LangChain chat model."""
-
-    extractor: Any
-    query_parser: Any
-    consolidator: Any
-    tuner: Any
-    inducer: Any
-    chat: Any
-    mode: str = "scripted"
-    label: str = "scripted models (offline stand-ins)"
-    settings: Any = None  # the real models' ModelSettings (prices for the chat call's ledger entry)
-
-    @classmethod
-    def scripted(cls) -> Models:
-        from engine.roles.scripted import scripted_roles
-
-        return cls(**scripted_roles(), mode="scripted", label="scripted models (offline stand-ins)")
-
-    @classmethod
-    def real(cls, settings: Any = None, *, ledger: Ledger | None = None) -> Models:
-        from engine.roles.llm import ModelSettings, real_roles
-
-        settings = settings or ModelSettings.from_env()
-        roles = real_roles(settings, ledger or Ledger())
-        return cls(**roles, mode="real", label=f"real: {settings.model}", settings=settings)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.core.models import MemoryRecord, Message, UserProfile
+from engine.core.records import MemoryRecord, Message, UserProfile
 from engine.core.tokens import TokenCounter
 
 __all__ = ["PromptPart", "BuiltPrompt", "build_prompt", "render_record", "sanitize_data", "RECORDS_OPEN",

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.core.config import MemoryConfig, Weights
 from engine.core.forgetting import decay, importance, score
-from engine.core.models import ScoreRow
+from engine.core.records import ScoreRow
 
 __all__ = ["Candidate", "rank_candidates", "sensitivity", "NEAR_MISS_WINDOW"]
 

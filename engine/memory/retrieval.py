@@ -31,7 +31,7 @@ import numpy as np
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.forgetting import tag_union
-from engine.core.models import MemoryRecord
+from engine.core.records import MemoryRecord
 from engine.core.text import content_tokens, normalize
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store

@@ -17,7 +17,7 @@ from datetime import datetime
 import numpy as np
 
 from engine.core.config import MemoryConfig
-from engine.core.models import MemoryRecord
+from engine.core.records import MemoryRecord
 from engine.core.text import content_tokens, jaccard
 from engine.roles.types import ConsolidationInput, RecordView
 from engine.stores.base import Store

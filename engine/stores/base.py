@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from engine.core.models import (
+from engine.core.records import (
     Event,
     MemoryRecord,
     Message,

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.errors import MemlabError
-from engine.core.models import EVENT_KINDS
+from engine.core.records import EVENT_KINDS
 from lab import ui
 from lab.state import get_lab
 

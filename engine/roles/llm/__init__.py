@@ -50,7 +50,7 @@ from engine.core.errors import (
     ModelOutputError,
     RealModelForbiddenError,
 )
-from engine.core.models import MEMORY_TYPES, TAGS
+from engine.core.records import MEMORY_TYPES, TAGS
 from engine.roles.cassette import CassetteTransport
 from engine.roles.ledger import DEEPSEEK_PRICE, CallRecord, Ledger, Price
 from engine.roles.types import (

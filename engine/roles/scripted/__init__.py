@@ -24,7 +24,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from engine.core.models import PROFILE_FIELDS
+from engine.core.records import PROFILE_FIELDS
 from engine.core.text import (
     content_tokens,
     has_cjk,

@@ -52,7 +52,7 @@ from engine.core.errors import (
     MemlabUsageError,
     StoreError,
 )
-from engine.core.models import (
+from engine.core.records import (
     Event,
     MemoryRecord,
     Message,
