@@ -105,6 +105,42 @@ class StoreConformance:
         assert store.users() == ["u", "v"]
         assert store.messages("u")[1].to_dict() == b1.to_dict()
 
+    def test_bounded_message_reads(self, store):
+        ids = [store.add_message(msg("u", "s", f"m{i}", T0 + timedelta(seconds=i),
+                                     role="user" if i % 2 == 0 else "assistant")).id for i in range(10)]
+        store.add_message(msg("u", "t", "other session"))
+        store.add_message(msg("v", "s", "other user"))
+        assert [m.id for m in store.messages("u", session_id="s", newest_first=True, limit=3)] == ids[:-4:-1]
+        assert [m.content for m in store.messages("u", session_id="s", newest_first=True, limit=1,
+                                                  roles=["user"])] == ["m8"]
+        assert [m.id for m in store.messages("u", session_id="s", upto_id=ids[5], newest_first=True,
+                                             limit=2)] == [ids[5], ids[4]]
+        assert [m.role for m in store.messages("u", session_id="s", roles=("assistant",))] == ["assistant"] * 5
+        assert store.count_messages("u") == 11
+        assert store.count_messages("u", session_id="s", after_id=ids[6]) == 3
+        assert store.count_messages("nobody") == 0
+
+    def test_pending_sessions_follow_each_sessions_cursor(self, store):
+        a = [store.add_message(msg("u", "a", f"a{i}")).id for i in range(3)]
+        store.add_message(msg("u", "b", "b0"))
+        store.add_message(msg("v", "c", "other user"))
+        assert store.pending_sessions("u") == ["a", "b"]
+        store.set_cursor("u", "a", "extract", a[-1])
+        assert store.pending_sessions("u") == ["b"]
+        store.set_cursor("u", "b", "other-cursor", 10**6)
+        assert store.pending_sessions("u") == ["b"]
+        assert store.pending_sessions("u", cursor="other-cursor") == ["a"]
+        assert store.pending_sessions("nobody") == []
+
+    def test_records_after_a_cursor(self, store):
+        saved = store.add_records([rec("u", f"fact {i}") for i in range(6)], self.vecs(6))
+        store.add_records([rec("v", "other user's fact")], self.vecs(1, seed=1))
+        store.supersede("u", saved[1].id, saved[2].id, T0)
+        got = store.records("u", after_id=saved[0].id, limit=3, include_invalid=True)
+        assert [r.id for r in got] == [r.id for r in saved[1:4]]
+        assert [r.id for r in store.records("u", after_id=saved[0].id, limit=2)] == [saved[2].id, saved[3].id]
+        assert store.records("u", after_id=saved[-1].id) == []
+
     def test_message_round_trip_keeps_offset_and_names(self, store):
         m = Message(user_id="u", session_id="s", role="tool", content="42 °C 你好", name="weather",
                     tool_call_id="call_1", created_at=datetime(2026, 3, 2, 17, 0, 0, 123456, tzinfo=CST))

@@ -49,7 +49,7 @@ def engine():
 
 
 def top(engine, query, paths):
-    r = engine.retrieve("erin", query, paths=paths)
+    r = engine.retrieve("erin", query, config=engine.config.with_overrides(paths=tuple(paths)))
     return r.records[r.picked[0]].content if r.picked else None, r
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError
+from engine.core.frozen import FrozenMap
 from engine.core.forgetting import gate_time, half_life
 from engine.core.records import TAGS
 
@@ -148,6 +149,15 @@ COMPARISON_PRESETS: dict[str, dict[str, Any]] = {
 
 PRESETS: tuple[str, ...] = (*VOCATIONS, "custom", *COMPARISON_PRESETS)
 
+#: The retrieval paths, the fusions, and the default weight tables (each path's share of R; the
+#: dimension path's constraint weights, DimMem's LongMemEval values, renormalised per query).
+RETRIEVAL_PATHS: tuple[str, ...] = ("bm25", "dense", "dim")
+FUSIONS: tuple[str, ...] = ("minmax", "seed")
+DEFAULT_PATH_WEIGHTS: dict[str, float] = {"bm25": 0.4, "dense": 0.4, "dim": 0.2}
+DIM_CONSTRAINTS: tuple[str, ...] = ("type", "time", "location", "keyword_phrase", "keyword_tokens")
+DEFAULT_DIM_WEIGHTS: dict[str, float] = {"type": 0.15, "time": 0.30, "location": 0.20, "keyword_phrase": 0.15,
+                                         "keyword_tokens": 0.15}
+
 
 def preset_names() -> list[str]:
     return list(PRESETS)
@@ -186,18 +196,10 @@ class MemoryConfig:
     # -- dimensional extraction and retrieval --
     window: int = 15
     overlap: int = 3
-    path_weights: Mapping[str, float] = field(
-        default_factory=lambda: {"bm25": 0.4, "dense": 0.4, "dim": 0.2}
-    )
-    dim_weights: Mapping[str, float] = field(
-        default_factory=lambda: {
-            "type": 0.15,
-            "time": 0.30,
-            "location": 0.20,
-            "keyword_phrase": 0.15,
-            "keyword_tokens": 0.15,
-        }
-    )
+    paths: tuple[str, ...] = RETRIEVAL_PATHS  # which retrieval paths run
+    fusion: str = "minmax"  # "minmax" (score fusion over the paths) | "seed" (first seed: dense cosine only)
+    path_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_PATH_WEIGHTS))
+    dim_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_DIM_WEIGHTS))
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
@@ -245,16 +247,25 @@ class MemoryConfig:
             problems.append(f"always_inject_types {bad_types} are not tags; use some of {', '.join(TAGS)}")
         if self.retrieval_policy not in ("per_turn", "on_event"):
             problems.append(f"retrieval_policy {self.retrieval_policy!r} must be per_turn or on_event")
+        bad_paths = [p for p in self.paths if p not in RETRIEVAL_PATHS] if isinstance(self.paths, tuple) else None
+        if bad_paths is None or bad_paths or not self.paths:
+            problems.append(f"paths {self.paths!r} must be a non-empty tuple of {', '.join(RETRIEVAL_PATHS)}")
+        if self.fusion not in FUSIONS:
+            problems.append(f"fusion {self.fusion!r} must be one of {', '.join(FUSIONS)}")
+        for name in ("path_weights", "dim_weights"):
+            table = getattr(self, name)
+            if isinstance(table, Mapping) and not isinstance(table, FrozenMap):
+                object.__setattr__(self, name, FrozenMap(table))
         if not isinstance(self.weights, Weights):
             problems.append("weights must be a Weights")
         else:
             problems.extend(f"weights: {p}" for p in validate_weights(self.weights))
-        problems.extend(_check_simplex("path_weights", self.path_weights, ("bm25", "dense", "dim")))
+        problems.extend(_check_simplex("path_weights", self.path_weights, RETRIEVAL_PATHS))
         problems.extend(
             _check_simplex(
                 "dim_weights",
                 self.dim_weights,
-                ("type", "time", "location", "keyword_phrase", "keyword_tokens"),
+                DIM_CONSTRAINTS,
                 need_sum=False,
             )
         )
@@ -327,13 +338,14 @@ class MemoryConfig:
                 base = Weights().to_dict()
                 base.update(dict(values["weights"]))
                 values["weights"] = Weights.from_dict(base)
-            if "always_inject_types" in values:
-                values["always_inject_types"] = tuple(values["always_inject_types"])
+            for name in ("always_inject_types", "paths"):
+                if name in values and not isinstance(values[name], str):
+                    values[name] = tuple(values[name])
             if "preset" in values:
                 values["preset"] = _preset_key(values["preset"])
             for name in ("path_weights", "dim_weights"):
                 if name in values:
-                    values[name] = {str(k): float(v) for k, v in dict(values[name]).items()}
+                    values[name] = FrozenMap({str(k): float(v) for k, v in dict(values[name]).items()})
             for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
                          "keep_recent"):
                 if name in values and isinstance(values[name], float) and values[name].is_integer():

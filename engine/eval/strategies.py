@@ -398,29 +398,13 @@ class _SummaryRunner:
                                "summary": summary.removeprefix(SUMMARY_PREFIX)})
 
 
-class _RoutedEngine(MemoryEngine):
-    """A MemoryEngine whose retrieval uses fixed paths and fusion (the seeds' retrieval designs)."""
-
-    def __init__(self, config: MemoryConfig | None = None, *, paths: Sequence[str], fusion: str, **kw: Any):
-        super().__init__(config, **kw)
-        self.paths = tuple(paths)
-        self.fusion = fusion
-
-    def retrieve(self, user_id: str, query: str, **kw: Any):
-        kw.setdefault("paths", self.paths)
-        kw.setdefault("fusion", self.fusion)
-        return super().retrieve(user_id, query, **kw)
-
-
 @dataclass(frozen=True, kw_only=True)
 class EngineStrategy:
-    """A MemoryEngine configuration: config overrides plus the retrieval paths and fusion."""
+    """A MemoryEngine configuration: the design's config (paths, fusion, weights) plus the user's overrides."""
 
     name: str
     description: str
     design: Mapping[str, Any] = field(default_factory=dict)  # what makes it this design
-    paths: tuple[str, ...] = ("bm25", "dense", "dim")
-    fusion: str = "minmax"
     overrides: Mapping[str, Any] = field(default_factory=dict)  # the user's, on top
 
     def config_for(self, base: MemoryConfig) -> MemoryConfig:
@@ -434,11 +418,7 @@ class EngineStrategy:
 
         models = Models.real(ctx.settings, ledger=ctx.ledger) if ctx.settings is not None else Models.scripted()
         kw = dict(clock=ctx.clock, ledger=ctx.ledger, models=models, embedder=make_embedder(ctx.embedder))
-        if self.paths == ("bm25", "dense", "dim") and self.fusion == "minmax":
-            engine = MemoryEngine(ctx.config, **kw)
-        else:
-            engine = _RoutedEngine(ctx.config, paths=self.paths, fusion=self.fusion, **kw)
-        return _EngineRunner(engine)
+        return _EngineRunner(MemoryEngine(ctx.config, **kw))
 
 
 class _EngineRunner:
@@ -471,8 +451,9 @@ def make_strategy(name: str, overrides: Mapping[str, Any] | None = None) -> Stra
     if key == "bmdm":
         return EngineStrategy(
             name="bmdm", description="first seed: on-event retrieval, dense only, set-relative cosine, forgetting curve",
-            design={"retrieval_policy": "on_event", "path_weights": {"bm25": 0.0, "dense": 1.0, "dim": 0.0}},
-            paths=("dense",), fusion="seed", overrides=ov)
+            design={"retrieval_policy": "on_event", "path_weights": {"bm25": 0.0, "dense": 1.0, "dim": 0.0},
+                    "paths": ("dense",), "fusion": "seed"},
+            overrides=ov)
     if key == "dimmem":
         return EngineStrategy(
             name="dimmem", description="second seed: records + tri-path retrieval, S = R, no floor, no decay",

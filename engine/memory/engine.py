@@ -729,8 +729,7 @@ class MemoryEngine:
 
     def retrieve(self, user_id: str, query: str, *, session_id: str | None = None, config: MemoryConfig | None = None,
                  log: bool = False, event_no: int | None = None, speaker: str | None = None,
-                 now: datetime | None = None, paths: Sequence[str] = ("bm25", "dense", "dim"),
-                 fusion: str = "minmax") -> Retrieval:
+                 now: datetime | None = None) -> Retrieval:
         """Tri-path retrieval and forgetting-curve ranking inside the user's partition.
 
         Floor candidates (records carrying an `always_inject_types` tag) are the newest
@@ -740,12 +739,12 @@ class MemoryEngine:
         cfg = config or self.config
         now = now or self.now()
         parsed = self.parse_query(query, speaker=speaker, now=now)
-        qvec = self.embedder.embed_query(parsed.text) if "dense" in paths else None
+        qvec = self.embedder.embed_query(parsed.text) if "dense" in cfg.paths else None
         floor_ids = sorted({r.id for tag in dict.fromkeys(cfg.always_inject_types) for r in self.store.records(
             user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)})
         results: PathResults = gather(self.store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg,
-                                      extra_ids=floor_ids, paths=paths)
-        R = fuse(results, path_weights=cfg.path_weights, mode=fusion)
+                                      extra_ids=floor_ids, paths=cfg.paths)
+        R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
         candidates = candidate_inputs(results, R, now=now,
                                       count_tokens=lambda r: self.counter.count(render_record(r)))
         theme = _dominant_theme(results, R)

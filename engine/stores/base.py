@@ -55,8 +55,22 @@ class Store(Protocol):
         after_id: int | None = None,
         upto_id: int | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
+        roles: Sequence[str] | None = None,
     ) -> list[Message]:
-        """The user's messages in id order, optionally one session, ids in (after_id, upto_id]."""
+        """The user's messages, optionally one session, ids in (after_id, upto_id], only `roles`.
+
+        Id order (oldest first) by default; `newest_first=True` returns the newest first, so
+        `limit` then takes the newest `limit` rows: a bounded read of a session's tail.
+        """
+        ...
+
+    def count_messages(self, user_id: str, *, session_id: str | None = None, after_id: int | None = None) -> int:
+        """How many of the user's messages (optionally one session) have ids > after_id."""
+        ...
+
+    def pending_sessions(self, user_id: str, cursor: str = "extract") -> list[str]:
+        """The user's sessions holding messages past that session's `cursor`, by first message."""
         ...
 
     def get_messages(self, user_id: str, ids: Sequence[int]) -> list[Message]:
@@ -87,8 +101,10 @@ class Store(Protocol):
         tags_any: Sequence[str] | None = None,
         limit: int | None = None,
         newest_first: bool = False,
+        after_id: int | None = None,
     ) -> list[MemoryRecord]:
-        """The user's records in id order, or newest first (current only unless include_invalid)."""
+        """The user's records in id order, or newest first (current only unless include_invalid);
+        `after_id` keeps ids > after_id (a cursor's bounded read: with `limit`, the next batch)."""
         ...
 
     def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int: ...

@@ -558,15 +558,40 @@ class PostgresStore:
         after_id: int | None = None,
         upto_id: int | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
+        roles: Sequence[str] | None = None,
     ) -> list[Message]:
         where, params = ["user_id = %s"], [user_id]
         for clause, value in (("session_id = %s", session_id), ("id > %s", after_id), ("id <= %s", upto_id)):
             if value is not None:
                 where.append(clause)
                 params.append(value)
-        query = f"SELECT {_MESSAGE_COLS} FROM messages WHERE {' AND '.join(where)} ORDER BY id LIMIT %s"
+        if roles is not None:
+            where.append("role = ANY(%s)")
+            params.append([str(r) for r in roles])
+        order = "id DESC" if newest_first else "id"
+        query = f"SELECT {_MESSAGE_COLS} FROM messages WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s"
         with self._conn() as conn:
             return [_message(r) for r in conn.execute(query, [*params, limit])]
+
+    def count_messages(self, user_id: str, *, session_id: str | None = None, after_id: int | None = None) -> int:
+        where, params = ["user_id = %s"], [user_id]
+        for clause, value in (("session_id = %s", session_id), ("id > %s", after_id)):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        with self._conn() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM messages WHERE {' AND '.join(where)}", params).fetchone()[0])
+
+    def pending_sessions(self, user_id: str, cursor: str = "extract") -> list[str]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT m.session_id FROM messages m LEFT JOIN cursors c ON c.user_id = m.user_id "
+                "AND c.session_id = m.session_id AND c.name = %s WHERE m.user_id = %s "
+                "GROUP BY m.session_id HAVING max(m.id) > coalesce(max(c.value), 0) ORDER BY min(m.id)",
+                (cursor, user_id),
+            )
+            return [r[0] for r in rows]
 
     def get_messages(self, user_id: str, ids: Sequence[int]) -> list[Message]:
         with self._conn() as conn:
@@ -634,10 +659,14 @@ class PostgresStore:
         tags_any: Sequence[str] | None = None,
         limit: int | None = None,
         newest_first: bool = False,
+        after_id: int | None = None,
     ) -> list[MemoryRecord]:
         where, params = ["user_id = %s"], [user_id]
         if not include_invalid:
             where.append("invalid_at IS NULL")
+        if after_id is not None:
+            where.append("id > %s")
+            params.append(int(after_id))
         if memory_type is not None:
             where.append("memory_type = %s")
             params.append(memory_type)

@@ -591,6 +591,8 @@ class SQLiteStore:
         after_id: int | None = None,
         upto_id: int | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
+        roles: Sequence[str] | None = None,
     ) -> list[Message]:
         sql = f"SELECT {self._MSG_COLS} FROM messages WHERE user_id = ?"
         args: list[Any] = [user_id]
@@ -603,12 +605,36 @@ class SQLiteStore:
         if upto_id is not None:
             sql += " AND id <= ?"
             args.append(int(upto_id))
-        sql += " ORDER BY id"
+        if roles is not None:
+            sql += " AND role IN (SELECT value FROM json_each(?))"
+            args.append(_j([str(r) for r in roles]))
+        sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
         with self._read() as conn:
             return [self._message(r) for r in conn.execute(sql, args)]
+
+    def count_messages(self, user_id: str, *, session_id: str | None = None, after_id: int | None = None) -> int:
+        sql, args = "SELECT count(*) FROM messages WHERE user_id = ?", [user_id]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            args.append(session_id)
+        if after_id is not None:
+            sql += " AND id > ?"
+            args.append(int(after_id))
+        with self._read() as conn:
+            return int(conn.execute(sql, args).fetchone()[0])
+
+    def pending_sessions(self, user_id: str, cursor: str = "extract") -> list[str]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT m.session_id FROM messages m LEFT JOIN cursors c ON c.user_id = m.user_id "
+                "AND c.session_id = m.session_id AND c.name = ? WHERE m.user_id = ? "
+                "GROUP BY m.session_id HAVING max(m.id) > coalesce(max(c.value), 0) ORDER BY min(m.id)",
+                (cursor, user_id),
+            )
+            return [r[0] for r in rows]
 
     def get_messages(self, user_id: str, ids: Sequence[int]) -> list[Message]:
         with self._read() as conn:
@@ -807,11 +833,15 @@ class SQLiteStore:
         tags_any: Sequence[str] | None = None,
         limit: int | None = None,
         newest_first: bool = False,
+        after_id: int | None = None,
     ) -> list[MemoryRecord]:
         sql = f"SELECT {self._REC_COLS} FROM records WHERE user_id = ?"
         args: list[Any] = [user_id]
         if not include_invalid:
             sql += " AND valid = 1"
+        if after_id is not None:
+            sql += " AND id > ?"
+            args.append(int(after_id))
         if memory_type is not None:
             sql += " AND memory_type = ?"
             args.append(memory_type)
