@@ -189,7 +189,7 @@ class MemoryEngine:
         self.store: Store = store
         self.clock: Clock = clock or VirtualClock(DEFAULT_START)
         self.ledger = ledger or Ledger()
-        self.models = models or Models.scripted()
+        self.models = (models or Models.scripted()).bind_ledger(self.ledger)
         self.counter = token_counter or ApproxTokenCounter()
         self.recovery = recovery or KeepPendingRecovery()
         self._lock = threading.RLock()

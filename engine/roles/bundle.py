@@ -24,6 +24,19 @@ class Models:
     label: str = "scripted models (offline stand-ins)"
     settings: Any = None  # the real models' ModelSettings (prices for the chat call's ledger entry)
 
+    ROLES = ("extractor", "query_parser", "consolidator", "tuner", "inducer")
+
+    def bind_ledger(self, ledger: Ledger) -> Models:
+        """Hand the engine's ledger to every role that records its own calls (the real roles).
+
+        The engine owns one ledger; roles built without one record into it from here on.
+        """
+        for name in self.ROLES:
+            role = getattr(self, name)
+            if hasattr(role, "ledger"):
+                role.ledger = ledger
+        return self
+
     @classmethod
     def scripted(cls) -> Models:
         from engine.roles.scripted import scripted_roles
