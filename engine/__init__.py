@@ -64,6 +64,7 @@ _EXPORTS = {
     "Models": "roles.bundle",
     "TurnResult": "memory.engine",
     "Retrieval": "memory.engine",
+    "IngestResult": "memory.engine",
     "BuiltPrompt": "memory.injection",
     "MemoryMiddleware": "integrations.langgraph",
     "ModelSettings": "roles.llm",

@@ -74,6 +74,7 @@ from engine.stores.base import Store, open_store
 __all__ = [
     "MemoryEngine",
     "TurnResult",
+    "IngestResult",
     "Retrieval",
     "GateStatus",
     "WorkingItem",
@@ -164,6 +165,19 @@ class TurnResult:
     events: list[Event]
     user_message: Message
     reply_message: Message | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestResult:
+    """What one batch ingest stored: the archived messages (with ids) and the update step's counts."""
+
+    messages: list[Message]
+    event_no: int | None
+    records_added: int = 0
+    merged: int = 0
+    superseded: int = 0
+    kept_both: int = 0
+    errors: int = 0
 
 
 class MemoryEngine:
@@ -848,6 +862,46 @@ class MemoryEngine:
 
     def events(self, **filters) -> list[Event]:
         return self.store.events(**filters)
+
+    def ingest(self, user_id: str, session_id: str, messages: Sequence[Message | Mapping[str, Any]], *,
+               extract: bool = True) -> IngestResult:
+        """Batch ingest of a conversation that already happened (a documented public path).
+
+        Each message is `{"role", "content", "at", "name"?}` (or a `Message`); `at` is when it was
+        said (tz-aware; the clock's now when absent). The messages are archived in order, then one
+        event runs over everything pending in the session, exactly the turn's event: extraction in
+        overlapping windows, the dimension-aware update, tuning and induction. No chat call and no
+        retrieval. `extract=False` only archives (the next event picks them up).
+        """
+        with self._lock:
+            self._collect = []
+            try:
+                stored = []
+                for m in messages:
+                    if isinstance(m, Message):
+                        stored.append(self.observe(user_id, session_id, m.role, m.content, name=m.name,
+                                                   at=m.created_at, tool_call_id=m.tool_call_id))
+                    else:
+                        stored.append(self.observe(user_id, session_id, m.get("role", "user"), m["content"],
+                                                   name=m.get("name"), at=m.get("at")))
+                event_no = None
+                if extract and self.pending(user_id, session_id):
+                    event_no = self._new_event_no(user_id)
+                    self._log(user_id, session_id, "session", {"ingest": session_id, "messages": len(stored)},
+                              event_no=event_no)
+                    self._event(user_id, session_id, event_no=event_no, mature_only=False, log_session=session_id)
+                events = list(self._collect)
+            finally:
+                self._collect = None
+        counts = {"records_added": 0, "merged": 0, "superseded": 0, "kept_both": 0, "errors": 0}
+        for e in events:
+            if e.kind == "update":
+                counts["records_added"] += len(e.payload.get("added", []))
+                for k in ("merged", "superseded", "kept_both"):
+                    counts[k] += len(e.payload.get(k, []))
+            elif e.kind == "error":
+                counts["errors"] += 1
+        return IngestResult(messages=stored, event_no=event_no, **counts)
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Erase every trace of a user (messages, records, vectors, full text, profile, logs)."""
