@@ -183,8 +183,10 @@ class Store(Protocol):
         until: datetime | None = None,
         after_id: int | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
     ) -> list[Event]:
-        """Events in id order, filtered by user, session, kind and time range [since, until]."""
+        """Events in id order (newest first when asked, so `limit` takes the newest), filtered by
+        user, session, kind and time range [since, until]."""
         ...
 
     def append_scores(self, event_id: int, user_id: str, rows: Sequence[ScoreRow]) -> None: ...

@@ -904,6 +904,7 @@ class PostgresStore:
         until: datetime | None = None,
         after_id: int | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
     ) -> list[Event]:
         where, params = ["TRUE"], []
         for clause, value in (
@@ -919,7 +920,7 @@ class PostgresStore:
                 params.append(value)
         query = (
             "SELECT id, user_id, session_id, kind, at, at_tz, turn, event_no, payload FROM events "
-            f"WHERE {' AND '.join(where)} ORDER BY id LIMIT %s"
+            f"WHERE {' AND '.join(where)} ORDER BY {'id DESC' if newest_first else 'id'} LIMIT %s"
         )
         with self._conn() as conn:
             return [

@@ -1147,6 +1147,7 @@ class SQLiteStore:
         until: datetime | None = None,
         after_id: int | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
     ) -> list[Event]:
         sql = "SELECT id, user_id, session_id, kind, at, turn, event_no, payload FROM events WHERE 1 = 1"
         args: list[Any] = []
@@ -1163,7 +1164,7 @@ class SQLiteStore:
         if after_id is not None:
             sql += " AND id > ?"
             args.append(int(after_id))
-        sql += " ORDER BY id"
+        sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
