@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError
-from engine.core.frozen import FrozenMap
 from engine.core.forgetting import gate_time, half_life
+from engine.core.frozen import FrozenMap
 from engine.core.records import TAGS
 
 __all__ = [
@@ -153,6 +153,8 @@ PRESETS: tuple[str, ...] = (*VOCATIONS, "custom", *COMPARISON_PRESETS)
 #: dimension path's constraint weights, DimMem's LongMemEval values, renormalised per query).
 RETRIEVAL_PATHS: tuple[str, ...] = ("bm25", "dense", "dim")
 FUSIONS: tuple[str, ...] = ("minmax", "seed")
+#: How the live-window guard picks the pending user messages it reads (engine.memory.contradiction).
+GUARD_MODES: tuple[str, ...] = ("cues", "always", "off")
 DEFAULT_PATH_WEIGHTS: dict[str, float] = {"bm25": 0.4, "dense": 0.4, "dim": 0.2}
 DIM_CONSTRAINTS: tuple[str, ...] = ("type", "time", "location", "keyword_phrase", "keyword_tokens")
 DEFAULT_DIM_WEIGHTS: dict[str, float] = {"type": 0.15, "time": 0.30, "location": 0.20, "keyword_phrase": 0.15,
@@ -193,6 +195,7 @@ class MemoryConfig:
     candidate_k: int = 50  # per retrieval path
     retrieval_policy: str = "per_turn"  # "per_turn" | "on_event"
     include_history: bool = False  # serve superseded records too
+    live_contradiction: str = "cues"  # the live-window guard: "cues" | "always" | "off" (engine.memory.contradiction)
     # -- dimensional extraction and retrieval --
     window: int = 15
     overlap: int = 3
@@ -250,6 +253,8 @@ class MemoryConfig:
         bad_paths = [p for p in self.paths if p not in RETRIEVAL_PATHS] if isinstance(self.paths, tuple) else None
         if bad_paths is None or bad_paths or not self.paths:
             problems.append(f"paths {self.paths!r} must be a non-empty tuple of {', '.join(RETRIEVAL_PATHS)}")
+        if self.live_contradiction not in GUARD_MODES:
+            problems.append(f"live_contradiction {self.live_contradiction!r} must be one of {', '.join(GUARD_MODES)}")
         if self.fusion not in FUSIONS:
             problems.append(f"fusion {self.fusion!r} must be one of {', '.join(FUSIONS)}")
         for name in ("path_weights", "dim_weights"):

@@ -2,7 +2,7 @@
 
 It only translates between agent state and engine calls: new messages of the state are observed
 (stamped by the engine's clock and archived), and each model call gets the prompt the engine
-builds (`engine.prepare`: gate → event → retrieve → inject → reinforce). Everything that matters
+builds (`engine.remember_and_recall`: gate → event → retrieve → inject → reinforce). Everything that matters
 across turns lives in the engine's store, keyed by user and by session (= the LangGraph thread
 id): the extraction cursor, the retrieval query (the session's last user message), the records
 and the profile. The only thing kept in graph state is `memlab_seen`, how many state messages
@@ -239,7 +239,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         user, session = self._user_id(request.state, request.runtime), self._session_id()
-        prompt = self.engine.prepare(user, session)
+        prompt = self.engine.remember_and_recall(user, session).prompt
         if mirror := self._mirror(user, request.runtime):
             mirror[0].put(mirror[1], "profile", mirror[2])
         t0 = _time.perf_counter()
@@ -268,7 +268,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         user, session = self._user_id(request.state, request.runtime), self._session_id()
-        prompt = await asyncio.to_thread(self.engine.prepare, user, session)
+        prompt = (await asyncio.to_thread(self.engine.remember_and_recall, user, session)).prompt
         if mirror := await asyncio.to_thread(self._mirror, user, request.runtime):
             await mirror[0].aput(mirror[1], "profile", mirror[2])
         t0 = _time.perf_counter()
