@@ -835,7 +835,8 @@ def run_hostile(examples: int = 100, *, seed: int = 0, big: bool = True) -> Host
     from engine.core.clock import parse_duration
     from engine.core.config import MemoryConfig
     from engine.core.errors import MemlabUsageError
-    from engine.core.timeparse import parse_time_constraint, resolve_times
+    from engine.core.timeparse import resolve_times
+    from engine.core.timequery import parse_time_constraint
     from engine.eval.scenario import parse_scenario
 
     tried: Counter[str] = Counter()

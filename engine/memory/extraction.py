@@ -14,7 +14,7 @@ from datetime import datetime
 
 from engine.core.errors import MemlabError
 from engine.core.records import MemoryRecord, Message, SourcePointer, UserProfile
-from engine.core.timeparse import parse_time_label
+from engine.core.timespans import parse_time_label
 from engine.roles.types import ExtractionInput, ExtractionOutput, WindowMessage
 
 __all__ = ["Window", "windows", "window_message", "profile_name", "to_records"]

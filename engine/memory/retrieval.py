@@ -33,6 +33,7 @@ from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.forgetting import tag_union
 from engine.core.records import MemoryRecord
 from engine.core.text import content_tokens, normalize
+from engine.core.timequery import time_match
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
@@ -76,8 +77,6 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
     if query.target_types:
         parts["type"] = 1.0 if record.memory_type in query.target_types else 0.0
     if query.time is not None:
-        from engine.core.timeparse import time_match
-
         parts["time"] = float(time_match(query.time, record.time))
     if query.location:
         loc = _normalized(query.location)

@@ -35,12 +35,9 @@ from engine.core.text import (
     split_sentences,
     tokenize,
 )
-from engine.core.timeparse import (
-    absolutize,
-    day_span,
-    parse_time_constraint,
-    span_label,
-)
+from engine.core.timeparse import absolutize
+from engine.core.timequery import parse_time_constraint
+from engine.core.timespans import day_span, span_label
 from engine.roles.types import (
     ROLE_NAMES,
     ConsolidationDecision,
@@ -850,7 +847,8 @@ def _time_words(question: str) -> set[str]:
 def _line_in_time(line: str, when) -> bool:
     from datetime import UTC
 
-    from engine.core.timeparse import parse_time_label, time_match
+    from engine.core.timequery import time_match
+    from engine.core.timespans import parse_time_label
 
     for label in _DATE_LABEL.findall(line):
         try:
