@@ -184,6 +184,7 @@ class MemoryConfig:
     trigger_threshold: float = 8  # messages, tokens, or a fraction of context_budget
     context_budget: int = 4000  # tokens of working memory the chat model is given
     keep_recent: int = 4  # messages kept in the window after truncation, for continuity
+    overflow_keep: float = 0.5  # a window overflow extracts pending messages until the rest fit this share of the budget
     idle_event: bool = True  # an idle gap past the slice gate opens the gate without the trigger
     # -- weights (defaults; tuned per theme when tune_weights) --
     weights: Weights = field(default_factory=Weights)
@@ -230,6 +231,8 @@ class MemoryConfig:
                 f"long_term_value ({self.long_term_value}) must be >= slice_value ({self.slice_value}): "
                 "a record is inducted only after it was sliced"
             )
+        if not (_num(self.overflow_keep) and 0 < self.overflow_keep <= 1):
+            problems.append(f"overflow_keep = {self.overflow_keep!r} must be in (0, 1]")
         if not (_num(self.consolidation_k) and self.consolidation_k > 0):
             problems.append(f"consolidation_k = {self.consolidation_k!r} must be > 0")
         if self.trigger not in ("fraction", "tokens", "messages"):

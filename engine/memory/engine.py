@@ -48,9 +48,11 @@ from engine.memory.results import (
 from engine.memory.turn import (
     catch_up,
     check_gate,
+    extract_overflow,
     fire_event,
     inject,
     last_user_message,
+    leaving_window,
     recall,
     reinforce,
 )
@@ -147,6 +149,8 @@ class MemoryEngine:
             event = catch_up(self, user_id, session_id)
             if check_gate(self, user_id, session_id).will_fire:
                 event = fire_event(self, user_id, session_id)
+            if leaving := leaving_window(self, user_id, session_id):
+                event = extract_overflow(self, user_id, session_id, event, leaving)
             query = last_user_message(self.store, user_id, session_id)
             picks = recall(self, self.live_records, user_id, session_id, query, event)
             prompt = inject(self, user_id, session_id, picks, event)

@@ -34,11 +34,12 @@ def new_event_no(ctx: EngineContext, user_id: str) -> int:
 
 
 def run_event(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int, mature_only: bool,
-              log_session: str) -> EventOutcome:
-    """Run one event over the session's pending messages (only the mature prefix if `mature_only`)."""
+              log_session: str, upto_id: int | None = None) -> EventOutcome:
+    """Run one event over the session's pending messages: only the mature prefix if `mature_only`,
+    only ids ≤ `upto_id` when given (a window overflow extracts what is about to leave the window)."""
     store, cfg, now = ctx.store, ctx.config, ctx.now()
     cursor = store.get_cursor(user_id, session_id, "extract")
-    pending = store.messages(user_id, session_id=session_id, after_id=cursor)
+    pending = store.messages(user_id, session_id=session_id, after_id=cursor, upto_id=upto_id)
     if mature_only:
         pending = mature_prefix(pending, now, cfg.slice_gate_seconds)
     if not pending:

@@ -50,6 +50,7 @@ class BuiltPrompt:
     messages: tuple[Mapping[str, str], ...]  # [{"role": "system"|"user"|"assistant"|"tool", "content"}]
     record_ids: tuple[int, ...] = ()
     payload_tokens: int = 0  # tokens of injected memory (profile + records)
+    window_ids: tuple[int, ...] = ()  # the archived messages the window shows, oldest first
     extra: Mapping[str, object] = field(default_factory=dict)
 
     @property
@@ -68,6 +69,7 @@ class BuiltPrompt:
             "messages": [dict(m) for m in self.messages],
             "record_ids": list(self.record_ids),
             "payload_tokens": self.payload_tokens,
+            "window_ids": list(self.window_ids),
         }
 
 
@@ -157,4 +159,5 @@ def with_window(prompt: BuiltPrompt, window: Sequence[Message], *, counter: Toke
                       tokens=counter.count_messages(msgs[1:]), cacheable=False)
     parts = tuple(p for p in prompt.parts if p.name != "window") + (part,)
     return BuiltPrompt(parts=parts, system=prompt.system, messages=tuple(msgs), record_ids=prompt.record_ids,
-                       payload_tokens=prompt.payload_tokens, extra=prompt.extra)
+                       payload_tokens=prompt.payload_tokens, extra=prompt.extra,
+                       window_ids=tuple(m.id for m in window if m.id is not None and m.role != "system"))

@@ -22,7 +22,8 @@ from engine.memory.results import EventOutcome, GateStatus, Retrieval
 from engine.memory.window import fit_window, pending_messages, window_messages
 from engine.stores.base import Store
 
-__all__ = ["Recall", "catch_up", "check_gate", "fire_event", "last_user_message", "recall", "inject", "reinforce"]
+__all__ = ["Recall", "catch_up", "check_gate", "fire_event", "leaving_window", "extract_overflow", "last_user_message",
+           "recall", "inject", "reinforce"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +67,40 @@ def fire_event(ctx: EngineContext, user_id: str, session_id: str) -> EventOutcom
     """The gate opened: one event over the session's mature pending messages."""
     return run_event(ctx, user_id, session_id, event_no=new_event_no(ctx, user_id), mature_only=True,
                      log_session=session_id)
+
+
+def leaving_window(ctx: EngineContext, user_id: str, session_id: str) -> list[Message]:
+    """Pending messages to extract now so that none leaves the window unseen by memory.
+
+    Empty while every pending message still fits the budgeted window. Once one would drop out,
+    the oldest pending messages are taken until the pending rest fits within `overflow_keep` of
+    the context budget, so one overflow event covers several turns instead of one message each.
+    """
+    cfg = ctx.config
+    window, cursor = window_messages(ctx.store, user_id, session_id, keep_recent=cfg.keep_recent)
+    pending = [m for m in window if (m.id or 0) > cursor]
+    shown = fit_window(window, cfg.context_budget, ctx.counter)
+    if not pending or not shown or pending[0].id >= shown[0].id:
+        return []
+    keep = fit_window(pending, max(1, int(cfg.context_budget * cfg.overflow_keep)), ctx.counter)
+    first_kept = keep[0].id if keep else None
+    return [m for m in pending if first_kept is None or m.id < first_kept]
+
+
+def extract_overflow(ctx: EngineContext, user_id: str, session_id: str, event: EventOutcome | None,
+                     leaving: list[Message]) -> EventOutcome:
+    """No blind spot: extract the pending messages about to leave the window now, whatever the
+    maturity gate says (an event opened by window overflow, logged as such)."""
+    event_no = event.event_no if event else new_event_no(ctx, user_id)
+    ctx.log(user_id, session_id, "overflow", {"message_ids": [m.id for m in leaving],
+                                              "reason": "pending messages would leave the budgeted window"},
+            event_no=event_no)
+    done = run_event(ctx, user_id, session_id, event_no=event_no, mature_only=False, log_session=session_id,
+                     upto_id=leaving[-1].id)
+    if event is None:
+        return done
+    return EventOutcome(event_no=event_no, added=event.added + done.added, superseded=event.superseded + done.superseded,
+                        merged=event.merged + done.merged, errors=event.errors + done.errors)
 
 
 def last_user_message(store: Store, user_id: str, session_id: str) -> Message | None:
