@@ -442,7 +442,7 @@ class MemoryEngine:
         supersedes ("lives in Chengdu" while the user just said they moved); the next event's
         supersede and induction correct the stored profile itself.
         """
-        from engine.roles.scripted import _attribute
+        from engine.core.attributes import attribute_of
 
         profile = self.store.get_profile(user_id)
         if retrieval is None or not retrieval.excluded:
@@ -450,7 +450,7 @@ class MemoryEngine:
         stale = []
         for rid in retrieval.excluded:
             rec = retrieval.records.get(rid)
-            attr = _attribute(rec.content) if rec is not None else None
+            attr = attribute_of(rec.content) if rec is not None else None
             if attr and attr[1]:
                 stale.append(attr[1].replace(" ", ""))
         held: list[str] = []
@@ -926,11 +926,8 @@ def _wm(m: Message, name: str | None = None) -> WindowMessage:
 
 
 def _profile_name(profile: UserProfile) -> str | None:
-    """The user's name from the profile's identity field ("name: Li Mingxuan"), if known."""
-    for value in profile.fields.get("identity", ()):
-        if value.lower().startswith("name:"):
-            return value.split(":", 1)[1].strip() or None
-    return None
+    """The user's name from the profile's single-valued `name` field, if known."""
+    return next(iter(profile.fields.get("name", ())), None)
 
 
 def _dominant_theme(results: PathResults, R: Mapping[int, float]) -> str | None:
