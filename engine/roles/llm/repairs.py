@@ -40,6 +40,7 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
 
 
 def as_str_list(value: Any) -> list[str]:
+    """A loose answer as a list of non-blank strings: None → [], "x" → ["x"], [1, None] → ["1"]."""
     if value is None:
         return []
     if isinstance(value, str):
