@@ -47,7 +47,9 @@ TYPE_SCORES: dict[str, float] = {
     "chat": 0.15,
 }
 TAGS: tuple[str, ...] = tuple(TYPE_SCORES)
+#: The profile's fields; `name` (the user's own name) holds one value, a new name replaces the old.
 PROFILE_FIELDS: tuple[str, ...] = (
+    "name",
     "identity",
     "occupation",
     "preferences",

@@ -64,7 +64,7 @@ from engine.memory.window import (
 )
 from engine.roles.bundle import Models
 from engine.roles.embeddings import HashEmbeddings, embedder_name
-from engine.roles.ledger import CallRecord, Ledger
+from engine.roles.ledger import CallRecord, Ledger, record_chat_call, record_failed_call
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store, open_store
 
@@ -189,25 +189,14 @@ class MemoryEngine:
             ai = self.models.chat.invoke(msgs)
         except Exception as exc:
             self.log(user_id, session_id, "error", {"step": "chat", "error": f"{type(exc).__name__}: {exc}"})
-            self.ledger.record(CallRecord(role="chat", model=self.models.mode, input_tokens=prompt.total_tokens,
-                                          output_tokens=0, ok=False, error=type(exc).__name__))
+            record_failed_call(self.ledger, "chat", exc, (_time.perf_counter() - t0) * 1000, model=self.models.mode,
+                               input_tokens=prompt.total_tokens)
             raise ModelCallError(f"the chat model failed: {exc}; the user message is stored, retry the turn") from exc
-        self._record_chat(ai, (_time.perf_counter() - t0) * 1000, prompt)
+        record_chat_call(self.ledger, "chat", ai, (_time.perf_counter() - t0) * 1000, self.models.settings,
+                         mode=self.models.mode, fallback_input_tokens=prompt.total_tokens, counter=self.counter)
         text = content_text(ai.content)
         self.log(user_id, session_id, "reply", {"tokens": self.counter.count(text)})
         return text
-
-    def _record_chat(self, ai: Any, latency_ms: float, prompt: BuiltPrompt) -> None:
-        if self.models.mode != "scripted":
-            from engine.roles.llm import record_chat_call
-
-            record_chat_call(self.ledger, "chat", ai, latency_ms, self.models.settings)
-            return
-        usage = getattr(ai, "usage_metadata", None) or {}
-        self.ledger.record(CallRecord(role="chat", model=self.models.mode,
-                                      input_tokens=int(usage.get("input_tokens", prompt.total_tokens)),
-                                      output_tokens=int(usage.get("output_tokens", self.counter.count(str(ai.content)))),
-                                      latency_ms=latency_ms))
 
     # ------------------------------------------------------------------ messages and batch ingest
     def observe(self, user_id: str, session_id: str, role: str, content: Any, *, name: str | None = None,

@@ -45,12 +45,7 @@ def windows(pending: Sequence[Message], before: Sequence[Message], *, size: int,
 def profile_name(profile: UserProfile) -> str | None:
     """The user's name as the profile knows it (its `name` field), if any."""
     values = profile.fields.get("name") or ()
-    if values:
-        return values[-1]
-    for value in profile.fields.get("identity", ()):  # older profiles: "name: X" in identity
-        if value.lower().startswith("name:"):
-            return value.split(":", 1)[1].strip() or None
-    return None
+    return values[-1] if values else None
 
 
 def window_message(m: Message, name: str | None = None) -> WindowMessage:

@@ -1,7 +1,7 @@
 """The model roles: typed inputs and outputs (pydantic, the I/O boundary) and one protocol each.
 
-Every role has a scripted, offline implementation (engine.scripted) and a real one on any
-LangChain chat model with structured output (engine.llm). The engine only sees these types.
+Every role has a scripted, offline implementation (engine.roles.scripted) and a real one on any
+LangChain chat model with structured output (engine.roles.llm). The engine only sees these types.
 """
 
 from __future__ import annotations
