@@ -37,6 +37,7 @@ from engine.memory.gate import gate_status
 from engine.memory.injection import BuiltPrompt, with_window
 from engine.memory.log import EventLog
 from engine.memory.recall import parse_query, rescore, retrieve
+from engine.memory.reinforce import reinforce, used_in_reply
 from engine.memory.results import (
     GateStatus,
     IngestResult,
@@ -48,13 +49,13 @@ from engine.memory.results import (
 from engine.memory.turn import (
     catch_up,
     check_gate,
+    expose,
     extract_overflow,
     fire_event,
     inject,
     last_user_message,
     leaving_window,
     recall,
-    reinforce,
 )
 from engine.memory.window import (
     fit_window,
@@ -137,6 +138,7 @@ class MemoryEngine:
             prepared = self.remember_and_recall(user_id, session_id)
             reply = self.chat(user_id, session_id, prepared.prompt)
             reply_msg = self.observe(user_id, session_id, "assistant", reply)
+            self.reinforce_used(prepared, reply)
         return TurnResult(reply=reply, prompt=prepared.prompt, event_fired=prepared.event_fired,
                           event_no=prepared.event_no, retrieval=prepared.retrieval, events=list(events),
                           user_message=user_msg, reply_message=reply_msg)
@@ -154,12 +156,25 @@ class MemoryEngine:
             query = last_user_message(self.store, user_id, session_id)
             picks = recall(self, self.live_records, user_id, session_id, query, event)
             prompt = inject(self, user_id, session_id, picks, event)
-            reinforce(self, user_id, session_id, prompt.record_ids, event)
+            expose(self, user_id, session_id, picks.records, event)
             if picks.retrieval is not None or self.config.retrieval_policy == "per_turn":
                 self.last_retrieval = picks.retrieval
             self.last_prompt = prompt
             return PreparedTurn(user_id=user_id, session_id=session_id, prompt=prompt, event=event,
                                 retrieval=picks.retrieval, user_message_id=query.id if query else None)
+
+    def reinforce_used(self, prepared: PreparedTurn, reply: str) -> list[int]:
+        """Step 6 after the reply: strengthen the injected records the reply used (once per session)."""
+        if self.config.reinforce_on != "use" or not prepared.prompt.record_ids or not reply:
+            return []
+        with self._lock:
+            question = self.store.get_messages(prepared.user_id, [prepared.user_message_id]) \
+                if prepared.user_message_id else []
+            asked = question[0].content if question else ""
+            used = [r for r in self.store.get_records(prepared.user_id, list(prepared.prompt.record_ids))
+                    if used_in_reply(r, reply, question=asked)]
+            return reinforce(self, prepared.user_id, prepared.session_id, used, cause="used in reply",
+                             event_no=prepared.event_no)
 
     def rebuild_prompt(self, prepared: PreparedTurn) -> BuiltPrompt:
         """The same memory for a later model call of the same user turn, with the window as it is

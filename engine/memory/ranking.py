@@ -94,20 +94,29 @@ def _scores(candidates: Sequence[Candidate], *, config: MemoryConfig, weights: W
 
 def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig,
             excluded: Mapping[int, str]) -> _Seats:
-    """Floors first (the best candidate carrying each `always_inject_types` tag), then top-K by S,
-    skipping what would overflow the injection token budget."""
+    """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
+    matters when dinner is discussed without the word), then one floor seat per `always_inject_types`
+    tag, then top-K by S; floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
+    irrelevant one), and nothing may overflow the injection token budget."""
     seats = _Seats(why={i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded})
     used_tokens = 0
-    for tag in config.always_inject_types:
+    floors = [("safety", "safety", False)] * config.safety_seats + [
+        (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
+    for tag, why, needs_relevance in floors:
         for i in order:
             c = candidates[i]
-            if tag in c.tags and i not in seats.why and len(seats.picked) < config.top_k:
+            if i in seats.why or tag not in c.tags or len(seats.picked) >= config.top_k:
+                continue
+            if not needs_relevance or c.R >= config.min_relevance:
                 if used_tokens + c.tokens > config.injection_budget and seats.picked:
                     break
                 seats.picked.append(i)
-                seats.why[i] = f"floor:{tag}"
+                seats.why[i] = why
                 used_tokens += c.tokens
                 break
+    for i in order:  # top-K seats need relevance too (a safety record without a safety seat included)
+        if i not in seats.why and candidates[i].R < config.min_relevance:
+            seats.why[i] = f"below min relevance {config.min_relevance:g}"
     for pos, i in enumerate(order):
         if i in seats.why:
             if i in seats.picked:
@@ -130,7 +139,7 @@ def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: Me
 def _verdict(c: Candidate, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:
     if i in seats.picked:
         return "picked"
-    if c.record_id in excluded:
+    if c.record_id in excluded or seats.why.get(i, "").startswith("below min relevance"):
         return "dropped"
     return "near-miss" if pos <= seats.last_seat_pos + NEAR_MISS_WINDOW else "dropped"
 

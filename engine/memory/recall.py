@@ -39,7 +39,8 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     cfg, store = config, ctx.store
     parsed = parse_query(ctx, query, speaker=speaker, now=now)
     qvec = ctx.embedder.embed_query(parsed.text) if "dense" in cfg.paths else None
-    floor_ids = sorted({r.id for tag in dict.fromkeys(cfg.always_inject_types) for r in store.records(
+    floor_tags = (*cfg.always_inject_types, *(("safety",) if cfg.safety_seats else ()))
+    floor_ids = sorted({r.id for tag in dict.fromkeys(floor_tags) for r in store.records(
         user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)})
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=floor_ids,
                      paths=cfg.paths)

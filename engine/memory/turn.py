@@ -18,12 +18,13 @@ from engine.memory.gate import gate_status
 from engine.memory.injection import BuiltPrompt, build_prompt
 from engine.memory.profile import profile_for_prompt
 from engine.memory.recall import retrieve
+from engine.memory.reinforce import log_exposure, reinforce
 from engine.memory.results import EventOutcome, GateStatus, Retrieval
 from engine.memory.window import fit_window, pending_messages, window_messages
 from engine.stores.base import Store
 
 __all__ = ["Recall", "catch_up", "check_gate", "fire_event", "leaving_window", "extract_overflow", "last_user_message",
-           "recall", "inject", "reinforce"]
+           "recall", "inject", "expose"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,12 +174,12 @@ def inject(ctx: EngineContext, user_id: str, session_id: str, picks: Recall, eve
     return prompt
 
 
-def reinforce(ctx: EngineContext, user_id: str, session_id: str, record_ids: tuple[int, ...],
-              event: EventOutcome | None) -> None:
-    """Step 6: strengthen what the turn used (here: what it injected)."""
-    if not record_ids:
-        return
-    now = ctx.now()
-    ctx.store.reinforce(user_id, list(record_ids), now)
-    ctx.log(user_id, session_id, "reinforce", {"record_ids": list(record_ids), "at": now.isoformat()},
-            event_no=event.event_no if event else None)
+def expose(ctx: EngineContext, user_id: str, session_id: str, records: list[MemoryRecord],
+           event: EventOutcome | None) -> None:
+    """Step 6 at injection time: under the first seed's rule every injection reinforces; by default
+    injection is only logged as exposure and the reply decides (`MemoryEngine.reinforce_used`)."""
+    event_no = event.event_no if event else None
+    if ctx.config.reinforce_on == "injection":
+        reinforce(ctx, user_id, session_id, records, cause="injected", event_no=event_no)
+    else:
+        log_exposure(ctx, user_id, session_id, [r.id for r in records], event_no=event_no)

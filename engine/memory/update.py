@@ -1,8 +1,8 @@
 """Dimension-aware update: block by keyword overlap, then cosine, then the consolidator.
 
 For each new record, candidates are the user's current records that the full-text index finds
-for it and whose keyword sets overlap (Jaccard ≥ `update_jaccard`) and whose memory type is the
-same; only those are compared by embedding (cosine ≥ the threshold), and only the best of those
+for it and that state the same subject's same single-valued attribute or whose keyword sets
+overlap (Jaccard ≥ `update_jaccard`), whatever memory type each got; only those are compared by embedding (cosine ≥ the threshold), and only the best of those
 reaches the consolidator, which answers MERGE (a restatement: the existing record is reinforced,
 and re-embedded when its text changes), SUPERSEDE (add the new one; the old one gets `invalid_at`
 and a link to its successor; nothing is deleted) or KEEP_BOTH. The embedding comparisons that
@@ -20,15 +20,16 @@ from datetime import datetime
 
 import numpy as np
 
+from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.records import MemoryRecord
-from engine.core.text import content_tokens, jaccard
+from engine.core.text import content_tokens, jaccard, normalize
 from engine.memory.retrieval import record_text
 from engine.roles.types import ConsolidationInput, RecordView
 from engine.stores.base import Store
 
 __all__ = ["UpdateStats", "apply_updates", "record_view", "keyword_set", "cosine", "block", "best_match", "Match",
-           "blocking_pool"]
+           "blocking_pool", "subject_attribute"]
 
 
 @dataclass
@@ -86,11 +87,31 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def block(new: MemoryRecord, pool: Iterable[MemoryRecord], *, config: MemoryConfig) -> list[MemoryRecord]:
-    """The current records of `pool` that could be the same memory as `new`: same memory type and
-    keyword Jaccard ≥ `update_jaccard`."""
+    """The current records of `pool` that could be the same memory as `new`, whatever memory type
+    each got: the same subject stating the same single-valued attribute ("lives in Lisbon" and
+    "moved to Porto"), or keyword Jaccard ≥ `update_jaccard`."""
     new_keys = keyword_set(new)
-    return [old for old in pool if old.is_current and old.memory_type == new.memory_type and old.id != new.id
-            and jaccard(new_keys, keyword_set(old)) >= config.update_jaccard]
+    new_attr = subject_attribute(new)
+    return [old for old in pool if old.is_current and old.id != new.id
+            and ((new_attr is not None and subject_attribute(old) == new_attr)
+                 or jaccard(new_keys, keyword_set(old)) >= config.update_jaccard)]
+
+
+def subject_attribute(record: MemoryRecord) -> tuple[str, str] | None:
+    """(who, attribute) when the record states a single-valued attribute of someone, else None.
+
+    Who is the first word before the stated value ("Li" in "Li lives in Porto"); the speaker's own
+    statements ("The user …", "I …", or the speaker's name) all count as the speaker."""
+    found = stated_attribute(record.content)
+    if found is None:
+        return None
+    cut = record.content.find(found.raw) if found.raw else -1
+    words = content_tokens(record.content[:cut] if cut > 0 else record.content)
+    speaker = normalize(record.source.speaker).strip() if record.source and record.source.speaker else ""
+    who = words[0] if words else ""
+    if who in ("user", "i", "me", "my", "我") or (speaker and who == speaker.split()[0]):
+        who = f"speaker:{speaker or 'user'}"
+    return who, found.name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
