@@ -1,7 +1,8 @@
 """Reliability report: every harness at one size (`--quick` for CI, ≤ 60 s; `--full` for the
 documented long run), one printed line or block per section, and the figures as JSON (`--json OUT`).
 
-Sections: concurrency, concurrent CLI replays (full only), crash kills, faults, hostile input. The run fails (exit 1) on any lost message, any cross-user
+Sections: concurrency, concurrent CLI replays (full only), crash kills, faults, hostile input,
+the frozen wall clock, and the soak. The run fails (exit 1) on any lost message, any cross-user
 read, or any problem a section reports.
 """
 
@@ -18,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.clock import run_clock
 from benchmarks.harness.concurrency import run_cli_replays, run_concurrency
 from benchmarks.harness.crash import crash_worker_main, run_crash
 from benchmarks.harness.faults import run_faults
 from benchmarks.harness.hostile import run_hostile
+from benchmarks.harness.soak import run_soak
 
 __all__ = ["Section", "SECTIONS", "reliability_main"]
 
@@ -101,9 +104,38 @@ def hostile_section(work: Path, full: bool) -> list[Section]:
                     problems=hostile.failures)]
 
 
+def clock_section(work: Path, full: bool) -> list[Section]:
+    clock, wall = _timed(run_clock)
+    n = len(clock.scenarios)
+    line = (f"clock: {n} scripted replays under a frozen wall clock moved {clock.wall_jumps} times "
+            f"({clock.backwards_jumps} backwards, 1970 to 2300): event logs byte-identical "
+            f"{sum(clock.log_identical.values())}/{n} ({sum(clock.events.values())} events), probes identical "
+            f"{sum(clock.probes_identical.values())}/{n}, wall clock followed {clock.wall_followed}; "
+            f"negative control caught {clock.negative_control_caught} ({clock.negative_control})")
+    problems = [] if clock.ok else [f"clock: the event log depends on the wall clock: {clock.to_dict()}"]
+    return [Section(key="clock", data={**clock.to_dict(), "wall_seconds": wall}, lines=[line], problems=problems)]
+
+
+def soak_section(work: Path, full: bool) -> list[Section]:
+    turns, users = (10_000, 1_000) if full else (500, 100)
+    soak, wall = _timed(lambda: run_soak(turns, users, workdir=work, sample_every=1_000 if full else 100,
+                                         fresh_process=True))
+    lines = [f"soak: {soak.turns} turns over {soak.users} users in one fresh process ({soak.store} SQLite), "
+             f"{soak.turns_per_second:.1f} turns/s, {soak.events_fired} events; lost {soak.lost}; RSS "
+             f"{soak.rss_start_mb:.1f} → {soak.rss_end_mb:.1f} MB (peak {soak.rss_peak_mb:.1f}, "
+             f"{soak.rss_growth_mb:+.1f}; SQLite page cache may hold up to {soak.sqlite_page_cache_cap_mb} MB), "
+             f"gc objects {soak.gc_objects_start} → {soak.gc_objects_end}; in-process structures (start → end):"]
+    lines += [f"   {name:<45} {soak.structures_start.get(name, 0)} → {end}"
+              for name, end in sorted(soak.structures_end.items())]
+    problems = [f"soak: {soak.lost} messages lost"] if soak.lost else []
+    return [Section(key="soak", data={**soak.to_dict(), "wall_seconds": wall}, lines=lines, problems=problems,
+                    lost=soak.lost)]
+
+
 #: The report's sections, in order; each takes (a scratch directory, full?) and returns its sections.
 SECTIONS: tuple[Callable[[Path, bool], list[Section]], ...] = (
-    concurrency_section, cli_replays_section, crash_section, faults_section, hostile_section,
+    concurrency_section, cli_replays_section, crash_section, faults_section, hostile_section, clock_section,
+    soak_section,
 )
 
 
