@@ -164,3 +164,18 @@ def test_failed_call_is_recorded_by_error_type_with_the_prompt_estimate():
         False, "TimeoutError", 321, 0, 40.0, 0.0)
     assert record_failed_call(None, "tuner", "HTTP 503", model="m").error == "HTTP 503"
     assert ledger.summary()["chat"]["failures"] == 1
+
+
+def test_a_ledger_keeps_exact_totals_but_only_the_newest_calls():
+    from engine.roles.ledger import CallRecord, Ledger
+
+    led = Ledger(max_calls=10)
+    for i in range(25):
+        led.record(CallRecord(role="chat" if i % 2 else "extractor", model="m", input_tokens=i, output_tokens=1))
+    assert len(led.calls) == 10 and led.calls[-1].input_tokens == 24
+    s = led.summary()
+    assert s["chat"]["calls"] == 12 and s["extractor"]["calls"] == 13
+    assert s["chat"]["input_tokens"] + s["extractor"]["input_tokens"] == sum(range(25))
+    mark = led.mark()
+    led.record(CallRecord(role="tuner", model="m", input_tokens=7, output_tokens=0))
+    assert [c.role for c in led.since(mark)] == ["tuner"] and led.totals()["calls"] == 26

@@ -11,8 +11,9 @@ chat call, the middleware, strategies); `record_failed_call` records a call that
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.core.tokens import approx_tokens, content_text
@@ -68,58 +69,78 @@ class CallRecord:
         return asdict(self)
 
 
-@dataclass
+#: Calls a ledger keeps one by one (the newest); its per-role totals cover every call ever recorded.
+MAX_KEPT_CALLS = 10_000
+
+_ZERO_ROW = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_hit_tokens": 0, "cache_miss_tokens": 0,
+             "cost": 0.0, "latency_ms": 0.0, "failures": 0}
+
+
+def _add(out: dict[str, dict[str, float]], c: CallRecord) -> None:
+    row = out.setdefault(c.role, dict(_ZERO_ROW))
+    row["calls"] += 1
+    row["input_tokens"] += c.input_tokens
+    row["output_tokens"] += c.output_tokens
+    row["cache_hit_tokens"] += c.cache_hit_tokens or 0
+    row["cache_miss_tokens"] += c.cache_miss_tokens or 0
+    row["cost"] += c.cost
+    row["latency_ms"] += c.latency_ms
+    row["failures"] += 0 if c.ok else 1
+
+
 class Ledger:
-    """Thread-safe list of calls with per-role totals."""
+    """Thread-safe record of model calls: exact per-role totals over every call, and the newest
+    `max_calls` calls one by one (so a long-lived process does not grow without bound)."""
 
-    calls: list[CallRecord] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(self, calls: Iterable[CallRecord] = (), *, max_calls: int = MAX_KEPT_CALLS):
         self._lock = threading.Lock()
+        self.max_calls = max_calls
+        self._calls: deque[CallRecord] = deque(maxlen=max_calls)
+        self._totals: dict[str, dict[str, float]] = {}
+        self._count = 0
+        self.extend(calls)
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        """The newest calls kept, oldest first."""
+        with self._lock:
+            return list(self._calls)
 
     def record(self, call: CallRecord) -> CallRecord:
         with self._lock:
-            self.calls.append(call)
+            self._calls.append(call)
+            _add(self._totals, call)
+            self._count += 1
         return call
 
     def extend(self, calls: Iterable[CallRecord]) -> None:
-        with self._lock:
-            self.calls.extend(calls)
+        for c in calls:
+            self.record(c)
 
     def mark(self) -> int:
-        """A position to sum from later (see `since`)."""
-        return len(self.calls)
+        """A position to read from later (see `since`): the number of calls recorded so far."""
+        return self._count
 
     def since(self, mark: int) -> list[CallRecord]:
+        """The calls recorded after `mark` (those still kept)."""
         with self._lock:
-            return list(self.calls[mark:])
+            n = self._count - mark
+            return list(self._calls)[-n:] if n > 0 else []
 
     def summary(self, calls: Iterable[CallRecord] | None = None) -> dict[str, dict[str, float]]:
-        """Per role: calls, input/output tokens, cache hit/miss tokens, cost, latency, failures."""
+        """Per role: calls, input/output tokens, cache hit/miss tokens, cost, latency, failures
+        (over every call recorded, or over `calls`)."""
+        if calls is None:
+            with self._lock:
+                return {role: dict(row) for role, row in self._totals.items()}
         out: dict[str, dict[str, float]] = {}
-        with self._lock:
-            items = list(self.calls if calls is None else calls)
-        for c in items:
-            row = out.setdefault(
-                c.role,
-                {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_hit_tokens": 0,
-                 "cache_miss_tokens": 0, "cost": 0.0, "latency_ms": 0.0, "failures": 0},
-            )
-            row["calls"] += 1
-            row["input_tokens"] += c.input_tokens
-            row["output_tokens"] += c.output_tokens
-            row["cache_hit_tokens"] += c.cache_hit_tokens or 0
-            row["cache_miss_tokens"] += c.cache_miss_tokens or 0
-            row["cost"] += c.cost
-            row["latency_ms"] += c.latency_ms
-            row["failures"] += 0 if c.ok else 1
+        for c in calls:
+            _add(out, c)
         return out
 
     def totals(self, calls: Iterable[CallRecord] | None = None) -> dict[str, float]:
         rows = self.summary(calls).values()
-        keys = ("calls", "input_tokens", "output_tokens", "cache_hit_tokens", "cache_miss_tokens", "cost",
-                "latency_ms", "failures")
-        return {k: sum(r[k] for r in rows) for k in keys}
+        return {k: sum(r[k] for r in rows) for k in _ZERO_ROW}
 
     @staticmethod
     def format_table(summary: Mapping[str, Mapping[str, float]], currency: str = "CNY") -> str:
