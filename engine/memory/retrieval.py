@@ -76,6 +76,8 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
     parts: dict[str, float] = {}
     if query.target_types:
         parts["type"] = 1.0 if record.memory_type in query.target_types else 0.0
+    if query.target_tags:
+        parts["tag"] = 1.0 if set(query.target_tags) & set(record.tags) else 0.0
     if query.time is not None:
         parts["time"] = float(time_match(query.time, record.time))
     if query.location:
@@ -173,7 +175,7 @@ def gather(
 
 
 def _has_constraint(query: ParsedQuery) -> bool:
-    return bool(query.target_types or query.time or query.location or query.keywords)
+    return bool(query.target_types or query.target_tags or query.time or query.location or query.keywords)
 
 
 def _minmax(scores: Mapping[int, float]) -> dict[int, float]:
