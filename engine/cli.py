@@ -137,7 +137,8 @@ def _presets(args: argparse.Namespace) -> int:
     if args.show:
         import tomli_w
 
-        print(tomli_w.dumps(MemoryConfig.from_preset(args.show).to_dict()))
+        data = MemoryConfig.from_preset(args.show).to_dict()
+        print(tomli_w.dumps({k: v for k, v in data.items() if v is not None}))  # TOML has no null (as in save)
         return 0
     print(f"{'preset':<26}{'tau_m':>8}{'c_m':>6}{'tau':>10}{'c':>6}{'slice':>7}{'long':>7}"
           f"{'slice gate':>12}{'induct gate':>13}{'half-life':>11}")
