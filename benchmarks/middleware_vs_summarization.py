@@ -7,9 +7,10 @@ memlab's internal roles (extractor, query parser, consolidator, tuner, inducer) 
 engine's ledger (the same counter offline; the provider's reported usage with a real model). The summarization trigger matches memlab's (same kind and threshold; keep =
 memlab's `keep_recent` messages) and its summary model is the same model.
 
-Sessions: the memory agent opens a new LangGraph thread for each scenario session (memory lives in
-the engine's store); the summarization agent keeps ONE thread per user for the whole scenario,
-its best case (a new thread would start it from nothing).
+Both agents are played by the one scenario driver (engine.eval.driver: same turns, same clock
+steps, same probe checks). Sessions: the memory agent opens a new LangGraph thread for each
+scenario session (memory lives in the engine's store); the summarization agent keeps ONE thread
+per user for the whole scenario, its best case (a new thread would start it from nothing).
 
     python benchmarks/middleware_vs_summarization.py [--scenario scenarios/needle-long.yaml]
         [--base-url http://127.0.0.1:PORT/v1 --model NAME] [--json OUT]
@@ -22,7 +23,6 @@ import json
 import sys
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,11 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from engine.core.clock import VirtualClock  # noqa: E402
 from engine.core.config import MemoryConfig  # noqa: E402
 from engine.core.tokens import ApproxTokenCounter, content_text  # noqa: E402
-from engine.eval.scenario import Scenario, keyword_in, load_scenario, parse_scenario  # noqa: E402
+from engine.eval.driver import ScenarioRun, TurnView, drive  # noqa: E402
+from engine.eval.scenario import Scenario, load_scenario, parse_scenario  # noqa: E402
 from engine.integrations.langgraph import MemoryMiddleware  # noqa: E402
-from engine.memory.engine import MemoryEngine, Models  # noqa: E402
-from engine.roles.bundle import Models
+from engine.memory.engine import MemoryEngine  # noqa: E402
+from engine.roles.bundle import Models  # noqa: E402
 from engine.roles.ledger import CallRecord, Ledger  # noqa: E402
 
 DEFAULT_SCENARIO = ROOT / "scenarios" / "needle-long.yaml"
@@ -72,17 +73,16 @@ class Tally(BaseCallbackHandler):
 
     def __init__(self, ledger: Ledger, role: str, counter: ApproxTokenCounter, model: str):
         self.ledger, self.role, self.counter, self.model = ledger, role, counter, model
-        self._open: dict[uuid.UUID, tuple[int, float, str]] = {}
-        self.last_input = ""
+        self._open: dict[uuid.UUID, tuple[int, float]] = {}
+        self.last_batch: list[Any] = []
 
     def on_chat_model_start(self, serialized, messages, *, run_id, **kwargs) -> None:
         batch = messages[0] if messages else []
-        text = "\n".join(content_text(m.content) for m in batch)
-        self.last_input = text
-        self._open[run_id] = (self.counter.count_messages(batch), time.perf_counter(), text)
+        self.last_batch = list(batch)
+        self._open[run_id] = (self.counter.count_messages(batch), time.perf_counter())
 
     def on_llm_end(self, response, *, run_id, **kwargs) -> None:
-        tokens_in, t0, _ = self._open.pop(run_id, (0, time.perf_counter(), ""))
+        tokens_in, t0 = self._open.pop(run_id, (0, time.perf_counter()))
         gen = response.generations[0][0] if response.generations and response.generations[0] else None
         msg = getattr(gen, "message", None)
         out = content_text(getattr(msg, "content", getattr(gen, "text", "")))
@@ -94,7 +94,7 @@ class Tally(BaseCallbackHandler):
                                       latency_ms=(time.perf_counter() - t0) * 1000))
 
     def on_llm_error(self, error, *, run_id, **kwargs) -> None:
-        tokens_in, t0, _ = self._open.pop(run_id, (0, time.perf_counter(), ""))
+        tokens_in, t0 = self._open.pop(run_id, (0, time.perf_counter()))
         self.ledger.record(CallRecord(role=self.role, model=self.model, input_tokens=tokens_in, output_tokens=0,
                                       ok=False, error=type(error).__name__,
                                       latency_ms=(time.perf_counter() - t0) * 1000))
@@ -109,8 +109,51 @@ def matched_trigger(cfg: MemoryConfig) -> tuple[str, float]:
     return ("tokens", int(cfg.trigger_threshold * cfg.context_budget))
 
 
+def _view(reply: str, batch: list[Any], payload_tokens: int) -> TurnView:
+    """The driver's view of one agent call: what the model was sent, its own question left out."""
+    last_human = max((i for i, m in enumerate(batch) if getattr(m, "type", "") == "human"), default=len(batch))
+    prompt = [{"role": getattr(m, "type", ""), "content": content_text(m.content)} for m in batch]
+    shown = "\n".join(p["content"] for i, p in enumerate(prompt) if i != last_human)
+    return TurnView(reply=reply, shown=shown, prompt=prompt, payload_tokens=payload_tokens)
+
+
+class MemoryAgentRunner:
+    """A `create_agent` agent with MemoryMiddleware; one LangGraph thread per scenario session."""
+
+    def __init__(self, engine: MemoryEngine, chat: Any, tally: Tally):
+        self.engine, self.tally = engine, tally
+        self.agent = create_agent(chat, tools=[], middleware=[MemoryMiddleware(engine)], checkpointer=InMemorySaver())
+
+    def turn(self, user_id: str, session_id: str, text: str, *, name: str | None = None) -> TurnView:
+        out = self.agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": session_id}},
+                                context={"user_id": user_id})
+        prompt = self.engine.last_prompt
+        return _view(content_text(out["messages"][-1].content), self.tally.last_batch,
+                     prompt.payload_tokens if prompt is not None else 0)
+
+
+class SummaryAgentRunner:
+    """A `create_agent` agent with SummarizationMiddleware; ONE thread per user for the whole
+    scenario (its best case: a new thread would start it from nothing)."""
+
+    def __init__(self, chat: Any, summary_model: Any, tally: Tally, *, trigger: tuple[str, float], keep: int,
+                 counter: ApproxTokenCounter):
+        self.tally, self.counter = tally, counter
+        self.agent = create_agent(chat, tools=[], checkpointer=InMemorySaver(), middleware=[
+            SummarizationMiddleware(summary_model, trigger=trigger, keep=("messages", keep),
+                                    token_counter=counter.count_messages)])
+
+    def turn(self, user_id: str, session_id: str, text: str, *, name: str | None = None) -> TurnView:
+        out = self.agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": user_id}},
+                                context={"user_id": user_id})
+        summary = next((content_text(m.content) for m in self.tally.last_batch
+                        if (getattr(m, "additional_kwargs", None) or {}).get("lc_source") == "summarization"), "")
+        return _view(content_text(out["messages"][-1].content), self.tally.last_batch,
+                     self.counter.count(summary) if summary else 0)
+
+
 def _models(base_url: str | None, model: str):
-    """(chat model factory, memlab Models): scripted offline, or all roles on the server."""
+    """(chat model factory, memlab Models, label): scripted offline, or every role on the server."""
     if base_url is None:
         return (lambda: Models.scripted().chat), Models.scripted(), "scripted"
     from engine.roles.llm import ModelSettings, make_chat_model
@@ -119,7 +162,20 @@ def _models(base_url: str | None, model: str):
     return (lambda: make_chat_model(settings)), Models.real(settings), model
 
 
+def _probes(memory: ScenarioRun, summarization: ScenarioRun) -> list[dict[str, Any]]:
+    """Both runs' probes side by side: `hit` = every expected keyword in the reply, `shown` = in
+    what the model saw for that probe (its own question excluded)."""
+
+    def side(p: dict[str, Any]) -> dict[str, Any]:
+        return {"reply": p["reply"], "hit": all(v["reply"] for v in p["expect"].values()),
+                "shown": all(v["context"] for v in p["expect"].values())}
+
+    return [{"ask": m["ask"], "expect": list(m["expect"]), "memory": side(m), "summarization": side(s)}
+            for m, s in zip(memory.probes, summarization.probes, strict=True)]
+
+
 def run(scenario: Scenario, *, base_url: str | None = None, model: str = "deepseek-chat") -> dict[str, Any]:
+    """Both agents through the one scenario driver, each on its own clock from the scenario's start."""
     cfg = scenario.memory_config()
     counter = ApproxTokenCounter()
     mem_calls, sum_calls = Ledger(), Ledger()
@@ -127,57 +183,17 @@ def run(scenario: Scenario, *, base_url: str | None = None, model: str = "deepse
 
     def tallied(ledger: Ledger, role: str) -> tuple[Any, Tally]:
         tally = Tally(ledger, role, counter, label)
-        chat = make_chat()
-        return chat.model_copy(update={"callbacks": [tally]}), tally
+        return make_chat().model_copy(update={"callbacks": [tally]}), tally
 
     clock = VirtualClock(scenario.start)
     engine = MemoryEngine(cfg, clock=clock, models=models, token_counter=counter)
-    mem_chat, mem_tally = tallied(mem_calls, "chat")
-    memory_agent = create_agent(mem_chat, tools=[], middleware=[MemoryMiddleware(engine)],
-                                checkpointer=InMemorySaver())
+    memory = drive(scenario, MemoryAgentRunner(engine, *tallied(mem_calls, "chat")), clock)
+    trigger = matched_trigger(cfg)
     sum_chat, sum_tally = tallied(sum_calls, "chat")
     summary_model, _ = tallied(sum_calls, "summary")
-    trigger = matched_trigger(cfg)
-    summary_agent = create_agent(sum_chat, tools=[], checkpointer=InMemorySaver(), middleware=[
-        SummarizationMiddleware(summary_model, trigger=trigger, keep=("messages", cfg.keep_recent),
-                                token_counter=counter.count_messages)])
-
-    session_no: dict[str, int] = {}
-
-    def say(user: str, text: str) -> tuple[str, str, str, str]:
-        thread = f"{user}-s{session_no.setdefault(user, 1)}"
-        ctx = {"user_id": user}
-        a = memory_agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}},
-                                context=ctx)
-        b = summary_agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": user}},
-                                 context=ctx)
-        return (content_text(a["messages"][-1].content), mem_tally.last_input,
-                content_text(b["messages"][-1].content), sum_tally.last_input)
-
-    step = timedelta(seconds=scenario.turn_seconds)
-    for t in scenario.turns:
-        user = t.speaker or scenario.user
-        if t.new_session:
-            session_no[user] = session_no.get(user, 1) + 1
-        if t.text is not None:
-            say(user, t.text)
-            clock.advance(t.advance if t.advance is not None else step)
-        elif t.advance is not None:
-            clock.advance(t.advance)
-    probes = []
-    for p in scenario.probes:
-        user = p.speaker or scenario.user
-        if p.advance is not None:
-            clock.advance(p.advance)
-        if p.new_session:
-            session_no[user] = session_no.get(user, 1) + 1
-        mem_reply, mem_seen, sum_reply, sum_seen = say(user, p.ask)
-        probes.append({"ask": p.ask, "expect": list(p.expect),
-                       "memory": {"reply": mem_reply, "hit": all(keyword_in(k, mem_reply) for k in p.expect),
-                                  "shown": all(keyword_in(k, mem_seen) for k in p.expect)},
-                       "summarization": {"reply": sum_reply, "hit": all(keyword_in(k, sum_reply) for k in p.expect),
-                                         "shown": all(keyword_in(k, sum_seen) for k in p.expect)}})
-        clock.advance(step)
+    summarization = drive(scenario, SummaryAgentRunner(sum_chat, summary_model, sum_tally, trigger=trigger,
+                                                       keep=cfg.keep_recent, counter=counter),
+                          VirtualClock(scenario.start))
     memory_rows = mem_calls.summary()
     memory_rows.update({r: v for r, v in engine.ledger.summary().items() if r != "chat"})
     return {
@@ -187,7 +203,7 @@ def run(scenario: Scenario, *, base_url: str | None = None, model: str = "deepse
         "keep_messages": cfg.keep_recent,
         "memory": memory_rows,
         "summarization": sum_calls.summary(),
-        "probes": probes,
+        "probes": _probes(memory, summarization),
     }
 
 

@@ -53,7 +53,8 @@ for info in pkgutil.walk_packages(engine.__path__, "engine."):
     importlib.import_module(info.name)
 for name in dir(engine):
     getattr(engine, name)
-from engine.eval.scenario import load_scenario, replay
+from engine.eval.replay import replay
+from engine.eval.scenario import load_scenario
 replay(load_scenario(sys.argv[1]))
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
 """

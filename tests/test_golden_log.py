@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.scenario import load_scenario, replay
+from engine.eval.replay import replay
+from engine.eval.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent
 SCENARIOS = ROOT.parent / "scenarios"

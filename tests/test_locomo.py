@@ -165,3 +165,84 @@ def test_recall_is_a_monotone_fraction(gold, ranked, k):
     assert r * len(gold) == pytest.approx(round(r * len(gold)))
     assert evidence_recall(gold, ranked, k + 1) >= r
     assert evidence_recall(gold, [gold], 1) == 1.0
+
+
+# ------------------------------------------------------------------ the engine's real path
+
+MOVES = {
+    "sample_id": "moves-1",
+    "conversation": {
+        "speaker_a": "Alice", "speaker_b": "Bob",
+        "session_1_date_time": "9:00 am on 1 March, 2023",
+        "session_1": [{"speaker": "Alice", "dia_id": "D1:1", "text": "I live in Paris with my cat."},
+                      {"speaker": "Bob", "dia_id": "D1:2", "text": "Paris is lovely."}],
+        "session_2_date_time": "9:00 am on 1 June, 2023",
+        "session_2": [{"speaker": "Alice", "dia_id": "D2:1", "text": "I moved to Berlin last month."},
+                      {"speaker": "Alice", "dia_id": "D2:2", "text": "I live in Berlin now with my cat."}],
+    },
+    "qa": [{"question": "Where does Alice live?", "answer": "Berlin", "evidence": ["D2:1"], "category": 4}],
+}
+
+
+def _load(tmp_path, sample):
+    path = tmp_path / f"{sample['sample_id']}.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    return load_locomo(path)
+
+
+def test_the_engine_path_ingests_each_session_at_its_time_and_retrieves_at_the_questions(tmp_path, monkeypatch):
+    from engine.memory.engine import MemoryEngine
+
+    ingests, retrievals = [], []
+    real_ingest, real_retrieve = MemoryEngine.ingest, MemoryEngine.retrieve
+
+    def ingest(self, user_id, session_id, messages, **kw):
+        ingests.append((session_id, self.clock.now(), [dict(m) for m in messages]))
+        return real_ingest(self, user_id, session_id, messages, **kw)
+
+    def retrieve(self, user_id, query, **kw):
+        retrievals.append(kw)
+        return real_retrieve(self, user_id, query, **kw)
+
+    monkeypatch.setattr(MemoryEngine, "ingest", ingest)
+    monkeypatch.setattr(MemoryEngine, "retrieve", retrieve)
+    data = _load(tmp_path, SAMPLE)
+    run_benchmark(data, methods=["tripath-scripted"], ks=[1], embedder=HashEmbeddings(64))
+    (conv,) = data.conversations
+    assert [s for s, _, _ in ingests] == ["S1", "S2"]
+    for (session, now, messages), n in zip(ingests, (1, 2), strict=True):
+        turns = [t for t in conv.turns if t.session == n]
+        assert now == max(t.at for t in turns)  # the clock stands at the session's end
+        assert messages == [{"role": "user", "content": t.text, "at": t.at, "name": t.speaker} for t in turns]
+    question_calls = [kw for kw in retrievals if kw.get("session_id") == "questions"]
+    assert len(question_calls) == len(conv.questions)
+    assert all(kw["now"] == conv.ends_at and kw["log"] is True for kw in question_calls)
+
+
+def test_merges_and_supersedes_are_reported_and_a_superseded_record_is_not_served(tmp_path, capsys):
+    out = tmp_path / "moves.json"
+    path = tmp_path / "moves-data.json"
+    path.write_text(json.dumps([MOVES]), encoding="utf-8")
+    assert locomo_main(["--data", str(path), "--embedder", "hash", "--k", "1,2", "--methods", "tripath-scripted",
+                        "--json", str(out), "--quiet"]) == 0
+    assert "tripath-scripted ingest moves-1: 2 sessions, 4 messages" in capsys.readouterr().out
+    doc = json.loads(out.read_text(encoding="utf-8"))["methods"]["tripath-scripted"]
+    stats = doc["ingest"]["moves-1"]
+    assert stats["superseded"] == 1 and stats["merged"] == 1 and stats["records_added"] == 3
+    assert stats["current_records"] == 2 and doc["items"] == 3  # the superseded record stays, invalid
+    assert doc["ingest_total"]["superseded"] == 1
+    assert doc["overall"] == {"1": 1.0, "2": 1.0}  # Berlin (D2:1) first; Paris (D1:1) is history
+
+
+def test_the_benchmark_never_calls_a_private_engine_method():
+    import ast
+    from pathlib import Path
+
+    import engine.eval.locomo as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                assert isinstance(node.value, ast.Name) and node.value.id == "self", \
+                    f"{path.name}:{node.lineno} reaches a private name .{node.attr}"

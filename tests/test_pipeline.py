@@ -9,7 +9,8 @@ import pytest
 from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
 from engine.core.errors import ClockError
-from engine.eval.scenario import load_scenario, replay
+from engine.eval.replay import replay
+from engine.eval.scenario import load_scenario
 from engine.memory.engine import MemoryEngine
 from engine.roles.bundle import Models
 from engine.roles.types import ExtractionOutput, TuneOutput

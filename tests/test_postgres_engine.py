@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pg_support import POSTGRES_MARKS
 
-from engine.eval.scenario import load_scenario, replay
+from engine.eval.replay import replay
+from engine.eval.scenario import load_scenario
 from engine.memory.engine import MemoryEngine
 
 pytestmark = POSTGRES_MARKS

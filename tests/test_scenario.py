@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from engine.core.errors import ScenarioError
-from engine.eval.scenario import keyword_in, load_scenario, parse_scenario, replay
+from engine.eval.replay import replay
+from engine.eval.scenario import keyword_in, load_scenario, parse_scenario
 
 SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
 

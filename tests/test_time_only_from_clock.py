@@ -13,7 +13,8 @@ from benchmarks.harness.clock import WALL_JUMPS, frozen_replay, log_bytes, run_c
 from benchmarks.harness.common import REPO_ROOT
 from engine.core.clock import SystemClock
 from engine.core.errors import ClockError
-from engine.eval.scenario import load_scenario, replay
+from engine.eval.replay import replay
+from engine.eval.scenario import load_scenario
 from engine.memory.engine import MemoryEngine
 
 

@@ -9,7 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from engine.core.tokens import CJK_TOKEN_RANGES, ApproxTokenCounter, approx_tokens, content_text
+from engine.core.tokens import (
+    CJK_TOKEN_RANGES,
+    ApproxTokenCounter,
+    approx_tokens,
+    content_text,
+)
 
 
 @pytest.mark.parametrize(

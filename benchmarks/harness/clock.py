@@ -25,7 +25,8 @@ from freezegun import freeze_time
 from benchmarks.harness.common import REPO_ROOT
 from engine.core.clock import SystemClock
 from engine.core.errors import ClockError
-from engine.eval.scenario import ReplayResult, Scenario, load_scenario, replay
+from engine.eval.replay import ReplayResult, replay
+from engine.eval.scenario import Scenario, load_scenario
 from engine.memory.engine import MemoryEngine
 
 __all__ = ["CLOCK_SCENARIOS", "WALL_JUMPS", "ClockReport", "frozen_replay", "log_bytes", "run_clock"]

@@ -8,8 +8,18 @@ New code imports from the module of the concept: `common`, `concurrency`, `crash
 from __future__ import annotations
 
 from benchmarks.harness.common import REPO_ROOT, fast_config, turn_text, user_marker
-from benchmarks.harness.concurrency import ConcurrencyReport, cross_user_probe, run_cli_replays, run_concurrency
-from benchmarks.harness.crash import CRASH_POINTS, CrashReport, crash_worker_main, run_crash
+from benchmarks.harness.concurrency import (
+    ConcurrencyReport,
+    cross_user_probe,
+    run_cli_replays,
+    run_concurrency,
+)
+from benchmarks.harness.crash import (
+    CRASH_POINTS,
+    CrashReport,
+    crash_worker_main,
+    run_crash,
+)
 from benchmarks.harness.faults import FaultReport, run_faults
 from benchmarks.harness.hostile import HOSTILE_MESSAGES, HostileReport, run_hostile
 from benchmarks.harness.report import reliability_main

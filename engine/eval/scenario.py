@@ -1,16 +1,13 @@
-"""Scenarios: scripted conversations with clock steps and probes, parsed strictly and replayed.
+"""Scenarios: scripted conversations with clock steps and probes, parsed strictly.
 
 A scenario is YAML (see scenarios/*.yaml and the README). Unknown keys, bad durations and
-missing fields are errors that name the file, the line and the fix. Replay drives a
-`MemoryEngine` under a `VirtualClock` and checks each probe: whether every expected keyword
-reached what the model saw for that probe (context recall, the probe's own question excluded)
-and its reply (reply recall, that probe's reply only), and whether any rejected value did.
+missing fields are errors that name the file, the line and the fix. Scenarios are data: the one
+driver (engine.eval.driver) plays them, and `keyword_in` is the probe check's matching rule.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,13 +15,11 @@ from typing import Any
 
 import yaml
 
-from engine.core.clock import VirtualClock, parse_datetime, parse_duration
+from engine.core.clock import parse_datetime, parse_duration
 from engine.core.config import MemoryConfig
 from engine.core.errors import ClockError, ConfigError, ScenarioError
-from engine.core.records import Event
 
-__all__ = ["Scenario", "Turn", "Probe", "load_scenario", "parse_scenario", "replay", "ReplayResult",
-           "keyword_in", "summarize_events"]
+__all__ = ["Scenario", "Turn", "Probe", "load_scenario", "parse_scenario", "keyword_in"]
 
 _TOP_KEYS = {"name", "description", "user", "preset", "start", "turn_seconds", "turns", "probes", "config",
              "users"}
@@ -243,151 +238,3 @@ def keyword_in(keyword: str, text: str) -> bool:
     k = " ".join(str(keyword).lower().split())
     t = " ".join(str(text).lower().split())
     return bool(k) and k in t
-
-
-@dataclass
-class ReplayResult:
-    scenario: str
-    config: dict[str, Any]
-    probes: list[dict[str, Any]]
-    events: list[dict[str, Any]]
-    ledger: dict[str, dict[str, float]]
-    payload_tokens: int
-    event_log: list[dict[str, Any]]
-    strategy: str = "memlab"
-
-    def to_dict(self, *, full_log: bool = False) -> dict[str, Any]:
-        out = {"scenario": self.scenario, "strategy": self.strategy, "config": self.config, "probes": self.probes,
-               "events": self.events, "calls": self.ledger, "payload_tokens": self.payload_tokens}
-        if full_log:
-            out["event_log"] = self.event_log
-        return out
-
-    def recall(self) -> dict[str, float]:
-        ctx = rep = total = rej = 0
-        for p in self.probes:
-            for v in p["expect"].values():
-                total += 1
-                ctx += v["context"]
-                rep += v["reply"]
-            rej += sum(1 for v in p["reject"].values() if v["context"] or v["reply"])
-        return {"expected": total, "context": ctx, "reply": rep, "rejected_served": rej}
-
-
-class _Runner:
-    """Drives one scenario: sessions per user, clock steps, probes."""
-
-    def __init__(self, scenario: Scenario, engine, clock: VirtualClock):
-        self.s = scenario
-        self.engine = engine
-        self.clock = clock
-        self.session_no: dict[str, int] = {}
-
-    def session(self, user: str) -> str:
-        return f"{user}-s{self.session_no.setdefault(user, 1)}"
-
-    def new_session(self, user: str) -> None:
-        self.session_no[user] = self.session_no.get(user, 1) + 1
-
-
-def replay(
-    scenario: Scenario,
-    *,
-    config: MemoryConfig | None = None,
-    engine_factory: Callable[..., Any] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> ReplayResult:
-    """Replay a scenario through a fresh engine on a virtual clock; check every probe."""
-    from engine.memory.engine import MemoryEngine
-
-    cfg = config or scenario.memory_config()
-    clock = VirtualClock(scenario.start)
-    engine = (engine_factory or (lambda **kw: MemoryEngine(**kw)))(config=cfg, clock=clock)
-    run = _Runner(scenario, engine, clock)
-    step = timedelta(seconds=scenario.turn_seconds)
-    total = len(scenario.turns) + len(scenario.probes)
-    done = 0
-    for t in scenario.turns:
-        user = t.speaker or scenario.user
-        if t.new_session:
-            run.new_session(user)
-        if t.text is not None:
-            engine.turn(user, run.session(user), t.text, name=t.name)
-            clock.advance(t.advance if t.advance is not None else step)
-        elif t.advance is not None:
-            clock.advance(t.advance)
-        done += 1
-        if progress:
-            progress(done, total)
-    probes_out = []
-    payload = 0
-    for p in scenario.probes:
-        user = p.speaker or scenario.user
-        if p.advance is not None:
-            clock.advance(p.advance)
-        if p.new_session:
-            run.new_session(user)
-        result = engine.turn(user, run.session(user), p.ask)
-        shown = "\n".join([result.prompt.system] + [m["content"] for m in result.prompt.messages[1:-1]])
-        payload += result.prompt.payload_tokens
-        probes_out.append({
-            "ask": p.ask,
-            "user": user,
-            "expect": {k: {"context": keyword_in(k, shown), "reply": keyword_in(k, result.reply)} for k in p.expect},
-            "reject": {k: {"context": keyword_in(k, shown), "reply": keyword_in(k, result.reply)} for k in p.reject},
-            "reply": result.reply,
-            "injected_record_ids": list(result.prompt.record_ids),
-            "payload_tokens": result.prompt.payload_tokens,
-        })
-        clock.advance(step)
-        done += 1
-        if progress:
-            progress(done, total)
-    # only this scenario's users: a shared --db may hold other replays' events
-    events = [e for u in scenario.users for e in engine.store.events(user_id=u)]
-    events.sort(key=lambda e: e.id or 0)
-    log = [e.to_dict() for e in events]
-    return ReplayResult(scenario=scenario.name, config=cfg.describe(), probes=probes_out,
-                        events=summarize_events(events), ledger=engine.ledger.summary(),
-                        payload_tokens=payload, event_log=log)
-
-
-def summarize_events(events: Sequence[Event]) -> list[dict[str, Any]]:
-    """One summary per memory event (gate opening): gate numbers, records, updates, injected tokens."""
-    by_no: dict[tuple[str, int], dict[str, Any]] = {}
-    last_gate: dict[tuple[str, str], dict] = {}
-    for e in events:
-        if e.kind == "gate":
-            last_gate[(e.user_id, e.session_id)] = dict(e.payload)
-        if e.event_no is None:
-            continue
-        key = (e.user_id, e.event_no)
-        row = by_no.setdefault(key, {
-            "event_no": e.event_no, "user": e.user_id, "session": e.session_id, "at": e.at.isoformat(),
-            "turn": e.turn, "gate": {k: last_gate.get((e.user_id, e.session_id), {}).get(k) for k in
-                                     ("pending", "maturity", "trigger_value", "oldest_age_seconds")},
-            "messages_extracted": 0, "records_added": 0, "merged": 0, "superseded": 0, "tuned": [],
-            "inducted": 0, "injected_tokens": 0, "errors": 0, "comparisons_saved": 0,
-        })
-        p = e.payload
-        if e.kind == "extract":
-            row["messages_extracted"] += len(p.get("message_ids", []))
-        elif e.kind == "update":
-            row["records_added"] += len(p.get("added", []))
-            row["merged"] += len(p.get("merged", []))
-            row["superseded"] += len(p.get("superseded", []))
-            row["comparisons_saved"] += int(p.get("comparisons_saved", 0))
-        elif e.kind == "tune":
-            row["tuned"].append(p.get("theme"))
-        elif e.kind == "induct":
-            row["inducted"] += len(p.get("record_ids", []))
-        elif e.kind == "inject":
-            row["injected_tokens"] = int(p.get("payload_tokens", 0))
-        elif e.kind == "error":
-            row["errors"] += 1
-    return list(by_no.values())
-
-
-def result_json(result: ReplayResult) -> str:
-    return json.dumps(result.to_dict(), ensure_ascii=False, indent=2, sort_keys=False)
-

@@ -4,7 +4,7 @@ against memory payload and model calls, and save the chosen point as a custom pr
 Every point runs the memlab strategy (scripted models, so a sweep is offline and repeatable) on
 the same scenarios; the comparison presets ("generative agents", "relevance only") and the base
 preset run alongside as reference points, never chosen. Recall is the mean of context recall and
-reply recall over all expected keywords (engine.strategies); payload is the injected memory
+reply recall over all expected keywords (engine.eval.driver); payload is the injected memory
 tokens summed over probes; calls are all model calls (chat and memory roles).
 """
 
@@ -20,13 +20,10 @@ from typing import Any
 
 from engine.core.config import COMPARISON_PRESETS, DEFAULT_PRESET, MemoryConfig, Weights
 from engine.core.errors import ConfigError, ScenarioError
+from engine.eval.driver import probe_recall
 from engine.eval.scenario import Scenario, load_scenario
-from engine.eval.strategies import (
-    apply_overrides,
-    make_strategy,
-    probe_recall,
-    run_strategy,
-)
+from engine.eval.strategies.base import apply_overrides
+from engine.eval.strategies.run import make_strategy, run_strategy
 
 __all__ = ["parse_grid", "grid_points", "nest", "SweepPoint", "SweepResult", "sweep", "mark_frontier", "choose",
            "chosen_config", "OBJECTIVES", "tune_main", "DEFAULT_GRID"]

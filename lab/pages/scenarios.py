@@ -1,6 +1,7 @@
 """Scenarios: replay bundled scenarios through several memory strategies side by side.
 
-Rendering only: the runs, probe checks and aggregates come from engine.eval.strategies.
+Rendering only: the runs and aggregates come from engine.eval.strategies, the probe checks from the
+one scenario driver (engine.eval.driver).
 """
 
 from __future__ import annotations

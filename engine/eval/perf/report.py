@@ -1,0 +1,175 @@
+"""`memlab bench perf`: the engine's own retrieval at store sizes, and whole turns of one long session.
+
+Two measurements, both of the code a turn runs and nothing else:
+1. `MemoryEngine.retrieve(user, text, session_id=..., log=True)` on stores of N records built by
+   bulk `add_records` of the synthetic corpus (engine.eval.perf.retrieval);
+2. `MemoryEngine.turn` over one session of `--turns` turns on a virtual clock: ordinary and event
+   turns at turn 10, 100 and 1,000, and the store rows an ordinary turn reads
+   (engine.eval.perf.session).
+One table with the configuration; `--json OUT` writes the figures with the run's metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from engine.core.config import MemoryConfig
+from engine.core.errors import ConfigError
+from engine.eval.perf.corpus import DIM, STORE_FACTORIES
+from engine.eval.perf.retrieval import measure_size, scripted_turn_fn
+from engine.eval.perf.session import DEFAULT_MARKS, run_session, summarize_session
+from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
+
+__all__ = ["run_perf", "format_table", "perf_main", "bench_config"]
+
+
+def bench_config(k: int | None = None) -> MemoryConfig:
+    """The engine config measured: the default preset, `candidate_k = k` when given."""
+    cfg = MemoryConfig.from_preset()
+    return cfg.with_overrides(candidate_k=int(k)) if k is not None else cfg
+
+
+def _config_meta(cfg: MemoryConfig, *, sizes, stores, dim, repeats, other_users, seed, at) -> dict[str, Any]:
+    return {
+        "measured": "MemoryEngine.retrieve(user, text, session_id=..., log=True), as MemoryEngine.turn calls it",
+        "sizes": [int(s) for s in sizes], "stores": list(stores), "dim": dim, "k": cfg.candidate_k,
+        "queries": repeats, "other_users": other_users, "other_fraction": 0.1, "seed": seed,
+        "preset": cfg.preset, "paths": list(cfg.paths), "fusion": cfg.fusion, "top_k": cfg.top_k,
+        "always_inject_types": list(cfg.always_inject_types), "embedder": f"hash ({dim}-d)",
+        "query_parser": "scripted", **machine(),
+        "versions": {**sqlite_versions(), **package_versions(("numpy", "langchain-core", "memlab"))},
+        "git_commit": git_commit(), "run_at": None if at is None else at.isoformat(),
+    }
+
+
+def run_perf(
+    *,
+    sizes: Sequence[int] = (1000, 10000, 100000),
+    stores: Sequence[str] = ("sqlite",),
+    repeats: int = 50,
+    other_users: int = 3,
+    seed: int = 0,
+    k: int | None = None,
+    dim: int = DIM,
+    turn_fn: Callable[[Any, str, str], Any] | None = None,
+    session_turns: int = 0,
+    marks: Sequence[int] = DEFAULT_MARKS,
+    progress: Callable[[str], None] | None = None,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """Measure every store at every size (`repeats` timed retrievals each), then one session.
+
+    `turn_fn(store, user_id, text)` runs one whole turn on each built store (timed as turn_p50_ms);
+    `session_turns` > 0 plays one session that long (0 skips it). `at` stamps the run.
+    """
+    unknown = [s for s in stores if s not in STORE_FACTORIES]
+    if unknown:
+        raise ConfigError(f"unknown store {unknown}; choose from {', '.join(STORE_FACTORIES)}")
+    cfg = bench_config(k)
+    config = _config_meta(cfg, sizes=sizes, stores=stores, dim=dim, repeats=repeats, other_users=other_users,
+                          seed=seed, at=at)
+    per_store: dict[str, Any] = {}
+    for name in stores:
+        per_store[name] = {"sizes": {}}
+        for n in sizes:
+            per_store[name]["sizes"][str(int(n))] = measure_size(
+                name, int(n), config=cfg, dim=dim, queries=repeats, other_users=other_users, seed=seed,
+                turn_fn=turn_fn, progress=progress)
+    session = None
+    if session_turns > 0:
+        samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress)
+        session = summarize_session(samples, marks)
+    return {"config": config, "sizes": per_store[stores[0]]["sizes"], "stores": per_store, "session": session}
+
+
+def _fmt(value: Any, spec: str = ".1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _retrieval_lines(result: dict[str, Any]) -> list[str]:
+    lines = [f"{'store':<9}{'N':>8}{'p50 ms':>9}{'p95 ms':>9}{'turn ms':>9}{'ingest/s':>10}{'B/rec':>8}"
+             f"{'dense recall':>13}"]
+    for name, data in result["stores"].items():
+        for n, row in data["sizes"].items():
+            lines.append(f"{name:<9}{n:>8}{row['retrieve_p50_ms']:>9.2f}{row['retrieve_p95_ms']:>9.2f}"
+                         f"{_fmt(row['turn_p50_ms']):>9}{_fmt(row['ingest_per_s'], '.0f'):>10}"
+                         f"{_fmt(row['bytes_per_record'], '.0f'):>8}{row['dense_recall_at_k']:>13.3f}")
+    return lines
+
+
+def _session_lines(session: dict[str, Any]) -> list[str]:
+    lo, hi = session["step_seconds"]
+    lines = [f"one session of {session['turns']} turns (MemoryEngine.turn, scripted models, virtual clock "
+             f"{lo:.0f}-{hi:.0f} s per turn, {session['events']} events):",
+             f"{'turn':>6}{'ordinary p50 ms':>17}{'(turns)':>9}{'event p50 ms':>14}  {'event turns':<16}"
+             f"{'rows read/ordinary turn':>24}"]
+    for m in session["marks"]:
+        last = m["rows_read_last_ordinary"]
+        rows = "-" if last is None else f"{_fmt(m['rows_read_ordinary_p50'], '.0f')} (turn {last['turn']}: {last['rows']})"
+        lines.append(f"{m['mark']:>6}{_fmt(m['ordinary_p50_ms']):>17}{m['ordinary_turns']:>9}"
+                     f"{_fmt(m['event_p50_ms']):>14}  {','.join(map(str, m['event_turns'])) or '-':<16}{rows:>24}")
+    return lines
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The configuration line, the retrieval table per store and size, and the session table."""
+    cfg = result["config"]
+    v = cfg["versions"]
+    lines = [
+        f"memlab bench perf: {cfg.get('measured', 'engine retrieval')}",
+        f"preset {cfg.get('preset')}, paths {'+'.join(cfg.get('paths', []))}, fusion {cfg.get('fusion')}, "
+        f"k {cfg['k']} per path, top_k {cfg.get('top_k')}, embedder {cfg.get('embedder')}, dim {cfg['dim']}, "
+        f"{cfg['queries']} queries, +10% records over {cfg['other_users']} other users, {cfg['cores']} cores, "
+        f"python {cfg.get('python', v.get('python'))}, sqlite {v.get('sqlite')} ({v.get('sqlite_driver')}), "
+        f"sqlite-vec {v.get('sqlite_vec')}, git {str(cfg.get('git_commit'))[:12]}",
+        *_retrieval_lines(result),
+    ]
+    if result.get("session"):
+        lines += ["", *_session_lines(result["session"])]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memlab bench perf", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1000,10000,100000", help="records of the measured user, comma-separated")
+    p.add_argument("--store", default="sqlite", help=f"back ends, comma-separated ({', '.join(STORE_FACTORIES)})")
+    p.add_argument("--queries", type=int, default=50, help="timed retrievals per size")
+    p.add_argument("--turns", type=int, default=1000, help="length of the timed session (0 skips it)")
+    p.add_argument("--marks", default=",".join(map(str, DEFAULT_MARKS)), help="session turns to report")
+    p.add_argument("--k", type=int, default=None, help="candidates per retrieval path (default: the preset's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", dest="json_out", help="write the results as JSON to this file")
+    return p
+
+
+def _ints(parser: argparse.ArgumentParser, flag: str, text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"{flag} {text!r}: write whole numbers separated by commas, e.g. 1000,10000")
+        raise  # unreachable: parser.error exits
+
+
+def perf_main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    sizes, marks = _ints(parser, "--sizes", args.sizes), _ints(parser, "--marks", args.marks)
+    stores = [s.strip() for s in args.store.split(",") if s.strip()]
+    if any(s not in STORE_FACTORIES for s in stores):
+        parser.error(f"--store {args.store!r}: choose from {', '.join(STORE_FACTORIES)}")
+    from engine.core.clock import SystemClock
+
+    result = run_perf(sizes=sizes, stores=stores, repeats=args.queries, seed=args.seed, k=args.k,
+                      at=SystemClock().now(), turn_fn=scripted_turn_fn(), session_turns=args.turns, marks=marks,
+                      progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print(format_table(result))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2, ensure_ascii=False)
+        print(f"wrote {args.json_out}")
+    return 0

@@ -1,0 +1,147 @@
+"""Retrieval at a store size: `MemoryEngine.retrieve` exactly as a turn calls it.
+
+For a size N, one user holds N records and three other users hold 10 % more beside them (so
+the partitioning is exercised), all written by bulk `store.add_records` of the synthetic corpus.
+Each timed query is `engine.retrieve(user, text, session_id=..., log=True)`: query parsing (the
+scripted parser), the query embedding, the configured paths (BM25, dense, dimension match) and the
+floor candidates, fusion, the forgetting-curve ranking with the live-window check, and the scoring
+log, the same call `MemoryEngine.turn` makes. Nothing here retrieves by other means; the store's
+dense search is only compared with exact numpy cosine to report its recall.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from engine.core.clock import VirtualClock
+from engine.core.config import MemoryConfig
+from engine.eval.perf.corpus import BENCH_NOW, STORE_FACTORIES, synthetic_corpus
+from engine.memory.engine import MemoryEngine
+from engine.roles.embeddings import HashEmbeddings
+
+__all__ = ["BATCH", "USER", "SESSION", "measure_size", "percentile_ms"]
+
+BATCH = 500
+USER = "bench-user"
+SESSION = "bench-session"
+WARMUP = 5
+
+
+def percentile_ms(seconds: list[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(seconds) * 1000.0, q)), 3)
+
+
+def _file_bytes(path: str | None) -> int | None:
+    if not path or path == ":memory:" or not os.path.exists(path):
+        return None
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+
+def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str):
+    """Bulk-load N records for the user and 10 % more over the others; (user's vectors, rows, seconds)."""
+    extra = max(1, n // 10)
+    others = [f"other-{i}" for i in range(other_users)]
+    main_vecs, t_ingest, done = [], 0.0, 0
+    for start in range(0, n, BATCH):
+        m = min(BATCH, n - start)
+        batch = [(USER, m)] + [(o, max(0, extra * m // n // max(1, other_users))) for o in others]
+        for uid, cnt in batch:
+            if cnt == 0:
+                continue
+            recs, vecs = corpus.records(uid, cnt, BENCH_NOW), corpus.vectors(cnt)
+            t0 = time.perf_counter()
+            store.add_records(recs, vecs)
+            t_ingest += time.perf_counter() - t0
+            done += cnt
+            if uid == USER:
+                main_vecs.append(vecs)
+        if progress:
+            progress(f"{label}: {start + m}/{n} records of the user")
+    return np.concatenate(main_vecs), done, t_ingest
+
+
+def _dense_recall(store: Any, corpus: synthetic_corpus, main: np.ndarray, picks: np.ndarray, k: int) -> float:
+    """The store's dense top-k against exact cosine, for query vectors near the user's records."""
+    dim = main.shape[1]
+    qvecs = main[picks] + 0.6 * corpus.rng.standard_normal((len(picks), dim)).astype(np.float32) / np.sqrt(dim)
+    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    ids_in_order = [r.id for r in store.records(USER)]
+    kk = min(k, len(ids_in_order))
+    out = []
+    for q in qvecs:
+        got = {rid for rid, _ in store.search_dense(USER, q, k=kk)}
+        exact = {ids_in_order[i] for i in np.argsort(-(main @ q))[:kk]}
+        out.append(len(got & exact) / kk)
+    return round(float(np.mean(out)), 4)
+
+
+def _time_retrievals(engine: MemoryEngine, texts: list[str]) -> list[float]:
+    for text in texts[:WARMUP]:  # warm the caches
+        engine.retrieve(USER, text, session_id=SESSION, log=True)
+    lat = []
+    for text in texts:
+        t0 = time.perf_counter()
+        engine.retrieve(USER, text, session_id=SESSION, log=True)
+        lat.append(time.perf_counter() - t0)
+    return lat
+
+
+def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: int, other_users: int, seed: int,
+                 turn_fn: Callable[[Any, str, str], Any] | None, progress: Callable[[str], None] | None
+                 ) -> dict[str, Any]:
+    """One store back end at one size: retrieval latency, whole-turn latency, ingest rate, size."""
+    corpus = synthetic_corpus(dim=dim, seed=seed)
+    with tempfile.TemporaryDirectory(prefix="memlab-bench-") as tmpdir:
+        store = STORE_FACTORIES[name](tmpdir, dim)
+        try:
+            main, done, t_ingest = _fill(store, corpus, n, other_users, progress, f"{name} N={n}")
+            if hasattr(store, "conn") and getattr(store, "path", ":memory:") != ":memory:":
+                store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            size = _file_bytes(getattr(store, "path", None))
+            total = store.count_records()
+            texts = [corpus.sentence(3, 6) for _ in range(queries)]
+            recall = _dense_recall(store, corpus, main, corpus.rng.integers(0, n, size=queries), config.candidate_k)
+            engine = MemoryEngine(config, store=store, clock=VirtualClock(BENCH_NOW), embedder=HashEmbeddings(dim))
+            lat = _time_retrievals(engine, texts)
+            turn = None
+            if turn_fn is not None:
+                tl = []
+                for text in texts[: max(1, queries // 2)]:
+                    t0 = time.perf_counter()
+                    turn_fn(store, USER, text)
+                    tl.append(time.perf_counter() - t0)
+                turn = percentile_ms(tl, 50)
+        finally:
+            store.close()
+    return {
+        "records_user": n,
+        "records_total": int(total),
+        "retrieve_p50_ms": percentile_ms(lat, 50),
+        "retrieve_p95_ms": percentile_ms(lat, 95),
+        "turn_p50_ms": turn,
+        "ingest_per_s": round(done / t_ingest, 1) if t_ingest else None,
+        "bytes_per_record": None if size is None else round(size / max(1, total), 1),
+        "dense_recall_at_k": recall,
+    }
+
+
+def scripted_turn_fn() -> Callable[[Any, str, str], Any]:
+    """One whole turn (stamp, gate, retrieve, inject, reinforce, scripted chat) on a built store."""
+    engines: dict[int, Any] = {}
+
+    def turn(store: Any, user_id: str, text: str) -> Any:
+        engine = engines.get(id(store))
+        if engine is None or engine.store is not store:
+            engine = MemoryEngine(store=store, clock=VirtualClock(BENCH_NOW), embedder=HashEmbeddings(store.dim))
+            engines[id(store)] = engine
+        result = engine.turn(user_id, SESSION + "-turns", text)
+        engine.clock.advance(35)
+        return result
+
+    return turn

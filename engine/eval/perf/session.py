@@ -1,0 +1,143 @@
+"""Whole turns of ONE long session: `MemoryEngine.turn` at turn 10, 100 and 1,000.
+
+One user talks for `turns` turns in one session, on a virtual clock stepping a seeded 30–60 s per
+turn, so memory events fire as the gate decides in production (the default preset's slice gate
+is about 15 minutes). The store is a fresh SQLite file wrapped in a `CountingStore`, and every
+turn's wall time, whether an event fired, and the store rows it read are kept. At each mark the
+report gives the ordinary (no-event) turns in the window before the mark, the event turns
+nearest the mark, and the rows an ordinary turn read: the figure that shows whether a turn's
+reads grow with the session's length.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from engine.core.clock import VirtualClock
+from engine.core.config import MemoryConfig
+from engine.eval.perf.corpus import BENCH_NOW
+from engine.eval.perf.counting import CountingStore
+from engine.memory.engine import MemoryEngine
+from engine.roles.embeddings import HashEmbeddings
+from engine.stores.sqlite import SQLiteStore
+
+__all__ = ["DEFAULT_MARKS", "TurnSample", "UserTalk", "run_session", "summarize_session"]
+
+DEFAULT_MARKS: tuple[int, ...] = (10, 100, 1000)
+STEP_SECONDS = (30.0, 60.0)
+EVENT_TURNS_NEAR_MARK = 3
+
+_CITIES = ["Lisbon", "Osaka", "Denver", "Nairobi", "Hanoi", "Bergen", "Quito", "Tbilisi"]
+_FOODS = ["ramen", "tacos", "dumplings", "paella", "falafel", "pho", "risotto", "curry"]
+_PETS = ["Rex", "Miso", "Pepper", "Biscuit", "Luna", "Otis"]
+_THINGS = ["the blue kettle", "a USB-C cable", "hiking boots", "a standing desk", "noise-cancelling headphones"]
+_JOBS = ["data analyst", "nurse", "architect", "teacher", "pharmacist", "mechanic"]
+_TEMPLATES = [
+    "I live in {city} now, close to the river.",
+    "My favourite food is {food}, especially on Fridays.",
+    "My dog {pet} chewed {thing} again yesterday.",
+    "I work as a {job} at a small firm in {city}.",
+    "I prefer email over phone calls because I am in meetings all day.",
+    "I decided to order {thing} before the weekend.",
+    "My order number is {num} and the parcel has not arrived.",
+    "Can you check whether {thing} ships to {city}?",
+    "What did I say about {food} last time?",
+    "How long does delivery to {city} usually take?",
+    "Thanks, that helps.",
+    "I'm allergic to peanuts, so no {food} with satay sauce.",
+    "We visited {city} in spring and loved it.",
+    "Is there a discount on {thing} this month?",
+]
+
+
+class UserTalk:
+    """A seeded stream of ordinary customer messages: facts, preferences, questions, small talk."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+
+    def __call__(self) -> str:
+        r = self.rng
+        return r.choice(_TEMPLATES).format(city=r.choice(_CITIES), food=r.choice(_FOODS), pet=r.choice(_PETS),
+                                           thing=r.choice(_THINGS), job=r.choice(_JOBS), num=r.randint(10000, 99999))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnSample:
+    """One turn's figures: its number, wall time, whether an event fired, store rows read."""
+
+    n: int
+    seconds: float
+    event: bool
+    rows_read: int
+    reads: dict[str, int]  # rows per read method
+
+
+def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: int = 0, dim: int = 384,
+                progress: Callable[[str], None] | None = None) -> list[TurnSample]:
+    """Play one session of `turns` scripted turns; one sample per turn."""
+    talk = UserTalk(seed)
+    steps = random.Random(seed + 1)
+    clock = VirtualClock(BENCH_NOW)
+    samples: list[TurnSample] = []
+    with tempfile.TemporaryDirectory(prefix="memlab-session-") as tmpdir:
+        store = CountingStore(SQLiteStore(os.path.join(tmpdir, "session.db"), dim=dim, embedder_name="hash"))
+        try:
+            engine = MemoryEngine(config, store=store, clock=clock, embedder=HashEmbeddings(dim))
+            for n in range(1, turns + 1):
+                text = talk()
+                store.reset()
+                t0 = time.perf_counter()
+                result = engine.turn("session-user", "long-session", text)
+                seconds = time.perf_counter() - t0
+                samples.append(TurnSample(n=n, seconds=seconds, event=bool(result.event_fired),
+                                          rows_read=store.rows_read(), reads=store.reads_by_method()))
+                clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
+                if progress and n % 100 == 0:
+                    progress(f"session: turn {n}/{turns}")
+        finally:
+            store.close()
+    return samples
+
+
+def _ms(xs: Sequence[float]) -> float | None:
+    return round(statistics.median(xs) * 1000, 3) if xs else None
+
+
+def _at_mark(samples: Sequence[TurnSample], mark: int) -> dict[str, Any]:
+    window = max(10, mark // 10)
+    ordinary = [s for s in samples if mark - window < s.n <= mark and not s.event]
+    events = sorted((s for s in samples if s.event), key=lambda s: (abs(s.n - mark), s.n))
+    near = sorted(events[:EVENT_TURNS_NEAR_MARK], key=lambda s: s.n)
+    last = max(ordinary, key=lambda s: s.n) if ordinary else None
+    return {
+        "mark": mark,
+        "ordinary_window": [max(1, mark - window + 1), mark],
+        "ordinary_turns": len(ordinary),
+        "ordinary_p50_ms": _ms([s.seconds for s in ordinary]),
+        "ordinary_max_ms": round(max(s.seconds for s in ordinary) * 1000, 3) if ordinary else None,
+        "event_turns": [s.n for s in near],
+        "event_p50_ms": _ms([s.seconds for s in near]),
+        "rows_read_ordinary_p50": statistics.median([s.rows_read for s in ordinary]) if ordinary else None,
+        "rows_read_last_ordinary": None if last is None else {"turn": last.n, "rows": last.rows_read,
+                                                             "by_method": last.reads},
+    }
+
+
+def summarize_session(samples: Sequence[TurnSample], marks: Sequence[int] = DEFAULT_MARKS) -> dict[str, Any]:
+    """Per mark (within the session's length): ordinary and event turn times and rows read."""
+    length = len(samples)
+    return {
+        "turns": length,
+        "events": sum(1 for s in samples if s.event),
+        "step_seconds": list(STEP_SECONDS),
+        "marks": [_at_mark(samples, m) for m in marks if m <= length],
+    }

@@ -1,0 +1,124 @@
+"""`memlab bench perf` measures the engine's own path: retrieval is `MemoryEngine.retrieve` as a
+turn calls it, turns are `MemoryEngine.turn` in one session, and the counting store proxy is a
+transparent store that counts the rows it returns. Tiny sizes only: speed is never asserted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.core.clock import VirtualClock
+from engine.eval.perf import (
+    CountingStore,
+    format_table,
+    perf_main,
+    run_perf,
+    summarize_session,
+)
+from engine.eval.perf.counting import rows_in
+from engine.eval.perf.session import TurnSample, run_session
+from engine.memory.engine import DEFAULT_START, MemoryEngine
+from engine.stores.sqlite import SQLiteStore
+
+
+def _talk(engine: MemoryEngine, clock: VirtualClock) -> list[str]:
+    replies = []
+    for text in ("Hi, I'm Ada Park and I live in Lisbon.", "My cat Miso hates the rain.", "Where do I live?"):
+        replies.append(engine.turn("ada", "s1", text).reply)
+        clock.advance("20min")
+    return replies
+
+
+def test_the_counting_store_is_the_same_store_to_the_engine():
+    plain_clock, counted_clock = VirtualClock(DEFAULT_START), VirtualClock(DEFAULT_START)
+    plain = MemoryEngine(store=SQLiteStore(":memory:"), clock=plain_clock)
+    proxy = CountingStore(SQLiteStore(":memory:"))
+    counted = MemoryEngine(store=proxy, clock=counted_clock)
+    assert _talk(plain, plain_clock) == _talk(counted, counted_clock)
+    assert [r.content for r in plain.records("ada")] == [r.content for r in counted.records("ada")]
+    assert [e.kind for e in plain.events(user_id="ada")] == [e.kind for e in counted.events(user_id="ada")]
+    assert proxy.dim == proxy.wrapped.dim and proxy.calls["add_message"] == 6
+
+
+def test_the_counting_store_counts_returned_rows_per_method():
+    proxy = CountingStore(SQLiteStore(":memory:"))
+    engine = MemoryEngine(store=proxy)
+    for text in ("one", "two", "three"):
+        engine.observe("u", "s", "user", text)
+    proxy.reset()
+    assert len(proxy.messages("u", session_id="s")) == 3
+    proxy.get_cursor("u", "s", "extract")
+    proxy.get_kv("u", "nothing-here")
+    assert proxy.reads_by_method() == {"get_cursor": 1, "messages": 3}
+    assert proxy.rows_read() == 4 and proxy.calls["get_kv"] == 1
+    with proxy.transaction():  # a context manager passes through
+        proxy.set_kv("u", "k", 1)
+    assert proxy.rows_read() == 4  # writes are not reads
+    assert (rows_in(None), rows_in([1, 2]), rows_in({1: 2}), rows_in(7)) == (0, 2, 1, 1)
+
+
+def test_retrieval_is_timed_through_memory_engine_retrieve_as_a_turn_calls_it(monkeypatch):
+    seen = []
+    original = MemoryEngine.retrieve
+
+    def spy(self, user_id, query, **kw):
+        seen.append((user_id, kw.get("session_id"), kw.get("log")))
+        return original(self, user_id, query, **kw)
+
+    monkeypatch.setattr(MemoryEngine, "retrieve", spy)
+    result = run_perf(sizes=(120,), repeats=4, dim=16, k=8)
+    row = result["sizes"]["120"]
+    timed = [s for s in seen if s[0] == "bench-user"]
+    assert len(timed) == 4 + 4  # warm-up (up to five) and the timed queries
+    assert all(session and log is True for _, session, log in timed)
+    assert row["records_user"] == 120 and row["records_total"] > 120
+    assert row["retrieve_p95_ms"] >= row["retrieve_p50_ms"] > 0
+    assert result["config"]["k"] == 8 and result["config"]["paths"] == ["bm25", "dense", "dim"]
+    assert result["session"] is None  # no session unless asked
+
+
+def test_one_session_reports_ordinary_and_event_turns_and_rows_read_at_its_marks():
+    samples = run_session(turns=40, dim=16, seed=3)
+    assert [s.n for s in samples] == list(range(1, 41))
+    assert any(s.event for s in samples), "events fire on the virtual clock as in production"
+    assert all(s.rows_read == sum(s.reads.values()) for s in samples)
+    summary = summarize_session(samples, marks=(10, 40, 1000))
+    assert [m["mark"] for m in summary["marks"]] == [10, 40]  # marks past the session's length are left out
+    ten = summary["marks"][0]
+    ordinary = [s for s in samples[:10] if not s.event]
+    assert ten["ordinary_turns"] == len(ordinary) and ten["ordinary_window"] == [1, 10]
+    assert ten["rows_read_last_ordinary"]["turn"] == ordinary[-1].n
+    assert ten["rows_read_last_ordinary"]["rows"] == ordinary[-1].rows_read
+    events = [s.n for s in samples if s.event]
+    assert set(ten["event_turns"]) <= set(events) and len(ten["event_turns"]) == min(3, len(events))
+    assert summary["events"] == len(events)
+
+
+def test_event_turns_nearest_a_mark_are_chosen_by_distance():
+    samples = [TurnSample(n=n, seconds=0.001 * n, event=n in (2, 9, 15, 30), rows_read=n, reads={"messages": n})
+               for n in range(1, 31)]
+    mark = summarize_session(samples, marks=(10,))["marks"][0]
+    assert mark["event_turns"] == [2, 9, 15]
+    assert mark["ordinary_turns"] == 8 and mark["rows_read_last_ordinary"]["turn"] == 10
+
+
+def test_perf_main_prints_one_table_and_writes_json_with_run_metadata(tmp_path, capsys):
+    out = tmp_path / "perf.json"
+    assert perf_main(["--sizes", "150", "--queries", "3", "--turns", "12", "--marks", "10", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "MemoryEngine.retrieve" in text and "one session of 12 turns" in text and "rows read" in text
+    doc = json.loads(out.read_text())
+    assert {"config", "sizes", "stores", "session"} <= set(doc)
+    cfg = doc["config"]
+    assert {"cores", "versions", "git_commit", "run_at", "dim", "k", "queries", "sizes"} <= set(cfg)
+    assert doc["session"]["turns"] == 12 and doc["session"]["marks"][0]["mark"] == 10
+    assert doc["sizes"]["150"]["turn_p50_ms"] is not None
+    assert format_table(doc) in text
+
+
+@pytest.mark.parametrize("bad", [["--sizes", "ten"], ["--store", "oracle"]])
+def test_perf_main_rejects_bad_arguments(bad):
+    with pytest.raises(SystemExit) as info:
+        perf_main(bad)
+    assert info.value.code == 2
