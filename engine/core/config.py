@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -219,85 +219,11 @@ class MemoryConfig:
     core_prompt: str = "You are a helpful assistant with long-term memory of this user."
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
-        if self.preset not in PRESETS:
-            problems.append(f"preset {self.preset!r} is unknown; choose one of: {', '.join(PRESETS)}")
-        for name in ("tau_m", "tau"):
-            v = getattr(self, name)
-            if not (_num(v) and v > 0):
-                problems.append(f"{name} = {v!r} must be a positive number of seconds")
-        for name in ("c_m", "c"):
-            v = getattr(self, name)
-            if not (_num(v) and 0 < v <= 5):
-                problems.append(f"{name} = {v!r} must be in (0, 5]")
-        for name in ("slice_value", "long_term_value"):
-            v = getattr(self, name)
-            if not (_num(v) and 0 <= v < 1):
-                problems.append(f"{name} = {v!r} must be in [0, 1)")
-        if _num(self.slice_value) and _num(self.long_term_value) and self.long_term_value < self.slice_value:
-            problems.append(
-                f"long_term_value ({self.long_term_value}) must be >= slice_value ({self.slice_value}): "
-                "a record is inducted only after it was sliced"
-            )
-        if not (_num(self.overflow_keep) and 0 < self.overflow_keep <= 1):
-            problems.append(f"overflow_keep = {self.overflow_keep!r} must be in (0, 1]")
-        if not (_num(self.consolidation_k) and self.consolidation_k > 0):
-            problems.append(f"consolidation_k = {self.consolidation_k!r} must be > 0")
-        if self.trigger not in ("fraction", "tokens", "messages"):
-            problems.append(f"trigger {self.trigger!r} must be one of fraction, tokens, messages")
-        elif not _num(self.trigger_threshold) or self.trigger_threshold <= 0:
-            problems.append(f"trigger_threshold = {self.trigger_threshold!r} must be > 0")
-        elif self.trigger == "fraction" and self.trigger_threshold > 1:
-            problems.append(f"trigger_threshold = {self.trigger_threshold} is a fraction of the budget: use (0, 1]")
-        for name, lo in (("context_budget", 1), ("top_k", 1), ("injection_budget", 1), ("candidate_k", 1),
-                         ("window", 2), ("keep_recent", 0), ("overlap", 0)):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= lo):
-                problems.append(f"{name} = {v!r} must be an integer >= {lo}")
-        if isinstance(self.window, int) and isinstance(self.overlap, int) and self.overlap >= self.window:
-            problems.append(f"overlap ({self.overlap}) must be smaller than window ({self.window})")
-        bad_types = [t for t in self.always_inject_types if t not in TAGS]
-        if bad_types:
-            problems.append(f"always_inject_types {bad_types} are not tags; use some of {', '.join(TAGS)}")
-        if self.retrieval_policy not in ("per_turn", "on_event"):
-            problems.append(f"retrieval_policy {self.retrieval_policy!r} must be per_turn or on_event")
-        bad_paths = [p for p in self.paths if p not in RETRIEVAL_PATHS] if isinstance(self.paths, tuple) else None
-        if bad_paths is None or bad_paths or not self.paths:
-            problems.append(f"paths {self.paths!r} must be a non-empty tuple of {', '.join(RETRIEVAL_PATHS)}")
-        if self.reinforce_on not in REINFORCE_MODES:
-            problems.append(f"reinforce_on {self.reinforce_on!r} must be one of {', '.join(REINFORCE_MODES)}")
-        if not (_num(self.min_relevance) and 0 <= self.min_relevance <= 1):
-            problems.append(f"min_relevance = {self.min_relevance!r} must be in [0, 1]")
-        if not (isinstance(self.safety_seats, int) and not isinstance(self.safety_seats, bool)
-                and self.safety_seats >= 0):
-            problems.append(f"safety_seats = {self.safety_seats!r} must be an integer >= 0")
-        if self.live_contradiction not in GUARD_MODES:
-            problems.append(f"live_contradiction {self.live_contradiction!r} must be one of {', '.join(GUARD_MODES)}")
-        if self.fusion not in FUSIONS:
-            problems.append(f"fusion {self.fusion!r} must be one of {', '.join(FUSIONS)}")
         for name in ("path_weights", "dim_weights"):
             table = getattr(self, name)
             if isinstance(table, Mapping) and not isinstance(table, FrozenMap):
                 object.__setattr__(self, name, FrozenMap(table))
-        if not isinstance(self.weights, Weights):
-            problems.append("weights must be a Weights")
-        else:
-            problems.extend(f"weights: {p}" for p in validate_weights(self.weights))
-        problems.extend(_check_simplex("path_weights", self.path_weights, RETRIEVAL_PATHS))
-        problems.extend(
-            _check_simplex(
-                "dim_weights",
-                self.dim_weights,
-                DIM_CONSTRAINTS,
-                need_sum=False,
-            )
-        )
-        for name in ("update_jaccard", "update_cosine"):
-            v = getattr(self, name)
-            if v is None and name == "update_cosine":
-                continue
-            if not (_num(v) and 0 <= v <= 1):
-                problems.append(f"{name} = {v!r} must be in [0, 1]")
+        problems = [*_number_problems(self), *_choice_problems(self), *_table_problems(self)]
         if problems:
             raise ConfigError(problems)
 
@@ -439,6 +365,80 @@ class MemoryConfig:
         out["induction_gate_seconds"] = round(self.induction_gate_seconds, 3)
         out["decay_half_life_seconds"] = round(self.decay_half_life_seconds, 3)
         return out
+
+
+#: Numeric knobs and their bounds: name -> (test, what the value must be).
+NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "tau_m": (lambda v: v > 0, "a positive number of seconds"),
+    "tau": (lambda v: v > 0, "a positive number of seconds"),
+    "c_m": (lambda v: 0 < v <= 5, "in (0, 5]"),
+    "c": (lambda v: 0 < v <= 5, "in (0, 5]"),
+    "slice_value": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "long_term_value": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "overflow_keep": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "consolidation_k": (lambda v: v > 0, "> 0"),
+    "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+}
+#: Integer knobs and their least value.
+INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
+                                    "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0}
+TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
+RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
+
+
+def _number_problems(cfg: MemoryConfig) -> list[str]:
+    problems = []
+    for name, (ok, what) in NUMBER_BOUNDS.items():
+        v = getattr(cfg, name)
+        if not (_num(v) and ok(v)):
+            problems.append(f"{name} = {v!r} must be {what}")
+    if cfg.update_cosine is not None and not (_num(cfg.update_cosine) and 0 <= cfg.update_cosine <= 1):
+        problems.append(f"update_cosine = {cfg.update_cosine!r} must be in [0, 1] (or unset: the embedder's)")
+    if _num(cfg.slice_value) and _num(cfg.long_term_value) and cfg.long_term_value < cfg.slice_value:
+        problems.append(f"long_term_value ({cfg.long_term_value}) must be >= slice_value ({cfg.slice_value}): "
+                        "a record is inducted only after it was sliced")
+    for name, lo in INTEGER_MINIMUMS.items():
+        v = getattr(cfg, name)
+        if not (isinstance(v, int) and not isinstance(v, bool) and v >= lo):
+            problems.append(f"{name} = {v!r} must be an integer >= {lo}")
+    if isinstance(cfg.window, int) and isinstance(cfg.overlap, int) and cfg.overlap >= cfg.window:
+        problems.append(f"overlap ({cfg.overlap}) must be smaller than window ({cfg.window})")
+    return problems
+
+
+def _choice_problems(cfg: MemoryConfig) -> list[str]:
+    problems = []
+    if cfg.preset not in PRESETS:
+        problems.append(f"preset {cfg.preset!r} is unknown; choose one of: {', '.join(PRESETS)}")
+    for name, choices in (("trigger", TRIGGERS), ("retrieval_policy", RETRIEVAL_POLICIES),
+                          ("reinforce_on", REINFORCE_MODES), ("live_contradiction", GUARD_MODES),
+                          ("fusion", FUSIONS)):
+        if getattr(cfg, name) not in choices:
+            problems.append(f"{name} {getattr(cfg, name)!r} must be one of {', '.join(choices)}")
+    if cfg.trigger in TRIGGERS:
+        if not _num(cfg.trigger_threshold) or cfg.trigger_threshold <= 0:
+            problems.append(f"trigger_threshold = {cfg.trigger_threshold!r} must be > 0")
+        elif cfg.trigger == "fraction" and cfg.trigger_threshold > 1:
+            problems.append(f"trigger_threshold = {cfg.trigger_threshold} is a fraction of the budget: use (0, 1]")
+    bad_types = [t for t in cfg.always_inject_types if t not in TAGS]
+    if bad_types:
+        problems.append(f"always_inject_types {bad_types} are not tags; use some of {', '.join(TAGS)}")
+    bad_paths = [p for p in cfg.paths if p not in RETRIEVAL_PATHS] if isinstance(cfg.paths, tuple) else None
+    if bad_paths is None or bad_paths or not cfg.paths:
+        problems.append(f"paths {cfg.paths!r} must be a non-empty tuple of {', '.join(RETRIEVAL_PATHS)}")
+    return problems
+
+
+def _table_problems(cfg: MemoryConfig) -> list[str]:
+    problems = []
+    if not isinstance(cfg.weights, Weights):
+        problems.append("weights must be a Weights")
+    else:
+        problems.extend(f"weights: {p}" for p in validate_weights(cfg.weights))
+    problems.extend(_check_simplex("path_weights", cfg.path_weights, RETRIEVAL_PATHS))
+    problems.extend(_check_simplex("dim_weights", cfg.dim_weights, DIM_CONSTRAINTS, need_sum=False))
+    return problems
 
 
 def _num(v: Any) -> bool:
