@@ -189,6 +189,7 @@ class MemoryConfig:
     trigger_threshold: float = 8  # messages, tokens, or a fraction of context_budget
     context_budget: int = 4000  # tokens of working memory the chat model is given
     keep_recent: int = 4  # messages kept in the window after truncation, for continuity
+    overflow_extract: bool = True  # no blind spot: extract pending messages before the budgeted window drops them
     overflow_keep: float = 0.5  # a window overflow extracts pending messages until the rest fit this share of the budget
     idle_event: bool = True  # an idle gap past the slice gate opens the gate without the trigger
     # -- weights (defaults; tuned per theme when tune_weights) --

@@ -151,7 +151,7 @@ class MemoryEngine:
             event = catch_up(self, user_id, session_id)
             if check_gate(self, user_id, session_id).will_fire:
                 event = fire_event(self, user_id, session_id)
-            if leaving := leaving_window(self, user_id, session_id):
+            if self.config.overflow_extract and (leaving := leaving_window(self, user_id, session_id)):
                 event = extract_overflow(self, user_id, session_id, event, leaving)
             query = last_user_message(self.store, user_id, session_id)
             picks = recall(self, self.live_records, user_id, session_id, query, event)

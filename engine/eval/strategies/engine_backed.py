@@ -25,13 +25,17 @@ from engine.roles.embeddings import make_embedder
 
 __all__ = ["EngineStrategy", "DESIGNS"]
 
+#: What the seeds do not have (memlab's additions), switched off to reproduce them.
+_SEED_OFF: Mapping[str, Any] = {"min_relevance": 0.0, "safety_seats": 0, "overflow_extract": False}
+
 #: name -> (description, the config values that make the design)
 DESIGNS: dict[str, tuple[str, Mapping[str, Any]]] = {
-    "bmdm": ("first seed: on-event retrieval, dense only, set-relative cosine, forgetting curve",
-             {"retrieval_policy": "on_event", "path_weights": {"bm25": 0.0, "dense": 1.0, "dim": 0.0},
-              "paths": ("dense",), "fusion": "seed"}),
+    "bmdm": ("first seed: on-event retrieval, dense only, set-relative cosine, forgetting curve, every "
+             "injection reinforces",
+             {**_SEED_OFF, "retrieval_policy": "on_event", "path_weights": {"bm25": 0.0, "dense": 1.0, "dim": 0.0},
+              "paths": ("dense",), "fusion": "seed", "reinforce_on": "injection"}),
     "dimmem": ("second seed: records + tri-path retrieval, S = R, no floor, no decay",
-               {"weights": {"alpha": 1.0, "beta": 0.0, "gamma": 0.0}, "tune_weights": False,
+               {**_SEED_OFF, "weights": {"alpha": 1.0, "beta": 0.0, "gamma": 0.0}, "tune_weights": False,
                 "always_inject_types": ()}),
     "memlab": ("the default engine", {}),
 }
