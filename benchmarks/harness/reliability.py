@@ -593,7 +593,7 @@ def run_faults(workdir: str | Path) -> FaultReport:
     from engine.core.clock import VirtualClock
     from engine.core.errors import MemlabError, ModelCallError, StoreError
     from engine.memory.engine import DEFAULT_START, MemoryEngine
-    from engine.stores.sqlite import SQLiteStore, _sqlite
+    from engine.stores.sqlite import SQLiteStore, sqlite_module
 
     injected: Counter[str] = Counter()
     handled: Counter[str] = Counter()
@@ -712,7 +712,7 @@ def run_faults(workdir: str | Path) -> FaultReport:
     injected["database locked"] += 1
     eng, clock = fresh("locked", busy_timeout_ms=150)
     before = stored(eng)
-    blocker = _sqlite.connect(str(work / "fault-locked.db"), isolation_level=None, timeout=0.1)
+    blocker = sqlite_module().connect(str(work / "fault-locked.db"), isolation_level=None, timeout=0.1)
     blocker.execute("BEGIN IMMEDIATE")
     try:
         eng.turn("fu", "fs", "Hello while locked")
