@@ -137,6 +137,67 @@ def test_index_stage_settings_do_not_leak_into_the_callers_transaction(pg_dsn):
         store.close()
 
 
+# -- bounded reads: a bounded query reads few rows, whatever the history ------------------------------
+
+PG_TURNS = 20_000
+
+PG_BOUNDED_READS = {
+    "session tail": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5),
+    "session tail, one role": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5, roles=["user"]),
+    "session tail, two roles": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5,
+                                                    roles=["user", "assistant"]),
+    "session tail, absent role": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5, roles=["tool"]),
+    "user tail": lambda s: s.messages("u", newest_first=True, limit=5),
+    "past a cursor": lambda s: s.messages("u", session_id="s", after_id=3 * PG_TURNS - 30, limit=5),
+    "pending sessions": lambda s: s.pending_sessions("u"),
+    "sessions": lambda s: s.sessions("u"),
+    "newest events of a kind": lambda s: s.events(user_id="u", kind="gate", newest_first=True, limit=5),
+    "newest events": lambda s: s.events(user_id="u", newest_first=True, limit=5),
+    "newest events of a session": lambda s: s.events(user_id="u", session_id="s", newest_first=True, limit=5),
+}
+
+
+def _rows_read(plan: dict) -> int:
+    """Rows the plan's scans touched (returned or filtered out), over all loops."""
+    own = 0
+    if "Scan" in plan["Node Type"]:
+        own = (plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)) * plan.get("Actual Loops", 1)
+    return int(own) + sum(_rows_read(p) for p in plan.get("Plans", []))
+
+
+def test_bounded_reads_read_a_few_rows_of_a_long_history(pg_dsn):
+    """20,000 turns: each shared bounded read touches a few dozen rows (EXPLAIN ANALYZE of its own SQL)."""
+    store = make_pg(pg_dsn, dim=8)
+    try:
+        with store.transaction():
+            conn = store._local.conn
+            conn.execute(
+                "INSERT INTO messages (user_id, session_id, role, content, created_at, created_at_tz) "
+                "SELECT u, s, CASE WHEN g %% 2 = 0 THEN 'user' ELSE 'assistant' END, 'm' || g, now(), 0 "
+                "FROM generate_series(1, %s) g, (VALUES ('u', 's'), ('u', 'o'), ('v', 's')) AS w(u, s) ORDER BY g",
+                (PG_TURNS,))
+            conn.execute("INSERT INTO session_heads SELECT user_id, session_id, min(id), max(id) FROM messages "
+                         "GROUP BY 1, 2")
+            conn.execute(
+                "INSERT INTO events (user_id, session_id, kind, at, at_tz, payload) SELECT 'u', "
+                "CASE WHEN g %% 2 = 0 THEN 's' ELSE 'o' END, CASE WHEN g %% 3 = 0 THEN 'gate' ELSE 'x' END, now(), 0, "
+                "'{}' FROM generate_series(1, %s) g", (PG_TURNS,))
+        with store._pool.connection() as conn:
+            conn.execute("ANALYZE messages; ANALYZE events; ANALYZE session_heads; ANALYZE cursors")
+        seen: list = []
+        real_run = store._run
+        store._run = lambda conn, text, args=(): seen.append((text, args)) or real_run(conn, text, args)
+        for name, read in PG_BOUNDED_READS.items():
+            seen.clear()
+            assert read(store) is not None
+            ((text, args),) = seen
+            with store._pool.connection() as conn:
+                (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + store.dialect.sql(text), args).fetchone()[0]
+            assert _rows_read(plan["Plan"]) <= 60, f"{name}: {_rows_read(plan['Plan'])} rows read"
+    finally:
+        store.close()
+
+
 # -- schema, migrations, lifecycle ----------------------------------------------------------------
 
 
