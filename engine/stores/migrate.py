@@ -59,7 +59,7 @@ def newer_schema_error(where: str, found: int, known: int) -> StoreError:
     """The refusal for a database a newer memlab wrote (its schema would be misread)."""
     return StoreError(
         f"{where} was written by memlab schema {found}, this memlab knows up to {known}; upgrade memlab "
-        "(pip install -U memlab) to open it, or use another database"
+        "to open it, or use another database"
     )
 
 

@@ -75,15 +75,24 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._conn = None
         with self._errors():
             self._conn = connect(self.path, busy_timeout_ms=int(busy_timeout_ms))
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            # vec0 writes into ~1.5 MB chunk blobs; the default 2 MB cache thrashes on them
-            self._conn.execute("PRAGMA cache_size = -65536")
-            if not self._memory:
-                enable_wal(self._conn, busy_timeout_ms=int(busy_timeout_ms))
-                self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._open_schema()
+        try:
+            self._open_connection(int(busy_timeout_ms))
+        except BaseException:
+            self.close()
+            raise
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _open_connection(self, busy_timeout_ms: int) -> None:
+        """Settings, WAL (files) and the schema: safe when many openers race on one new file."""
+        with self._errors():
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            # vec0 writes into ~1.5 MB chunk blobs; the default 2 MB cache thrashes on them
+            self.conn.execute("PRAGMA cache_size = -65536")
+            if not self._memory:
+                enable_wal(self.conn, busy_timeout_ms=busy_timeout_ms)
+                self.conn.execute("PRAGMA synchronous = NORMAL")
+            self._open_schema()
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
