@@ -109,23 +109,21 @@ def matched_trigger(cfg: MemoryConfig) -> tuple[str, float]:
     return ("tokens", int(cfg.trigger_threshold * cfg.context_budget))
 
 
-def _models(base_url: str | None, model: str, ledger: Ledger):
+def _models(base_url: str | None, model: str):
     """(chat model factory, memlab Models): scripted offline, or all roles on the server."""
     if base_url is None:
-        from engine.roles.scripted import ScriptedChatModel
-
-        return (lambda: ScriptedChatModel()), Models.scripted(), "scripted"
+        return (lambda: Models.scripted().chat), Models.scripted(), "scripted"
     from engine.roles.llm import ModelSettings, make_chat_model
 
     settings = ModelSettings(model=model, base_url=base_url)
-    return (lambda: make_chat_model(settings)), Models.real(settings, ledger=ledger), model
+    return (lambda: make_chat_model(settings)), Models.real(settings), model
 
 
 def run(scenario: Scenario, *, base_url: str | None = None, model: str = "deepseek-chat") -> dict[str, Any]:
     cfg = scenario.memory_config()
     counter = ApproxTokenCounter()
-    engine_ledger, mem_calls, sum_calls = Ledger(), Ledger(), Ledger()
-    make_chat, models, label = _models(base_url, model, engine_ledger)
+    mem_calls, sum_calls = Ledger(), Ledger()
+    make_chat, models, label = _models(base_url, model)
 
     def tallied(ledger: Ledger, role: str) -> tuple[Any, Tally]:
         tally = Tally(ledger, role, counter, label)
@@ -133,7 +131,7 @@ def run(scenario: Scenario, *, base_url: str | None = None, model: str = "deepse
         return chat.model_copy(update={"callbacks": [tally]}), tally
 
     clock = VirtualClock(scenario.start)
-    engine = MemoryEngine(cfg, clock=clock, models=models, ledger=engine_ledger, token_counter=counter)
+    engine = MemoryEngine(cfg, clock=clock, models=models, token_counter=counter)
     mem_chat, mem_tally = tallied(mem_calls, "chat")
     memory_agent = create_agent(mem_chat, tools=[], middleware=[MemoryMiddleware(engine)],
                                 checkpointer=InMemorySaver())
@@ -181,7 +179,7 @@ def run(scenario: Scenario, *, base_url: str | None = None, model: str = "deepse
                                          "shown": all(keyword_in(k, sum_seen) for k in p.expect)}})
         clock.advance(step)
     memory_rows = mem_calls.summary()
-    memory_rows.update({r: v for r, v in engine_ledger.summary().items() if r != "chat"})
+    memory_rows.update({r: v for r, v in engine.ledger.summary().items() if r != "chat"})
     return {
         "scenario": scenario.name,
         "model": label,

@@ -1,4 +1,5 @@
-"""Reliability report: concurrency, crash kills, faults and hostile input (see engine/reliability.py).
+"""Reliability report: concurrency, crash kills, faults, hostile input, the frozen wall clock and
+the soak (see benchmarks/harness/).
 
     python benchmarks/reliability.py --quick            # CI size, under a minute
     python benchmarks/reliability.py --full --json out.json
@@ -11,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness.reliability import reliability_main  # noqa: E402
+from benchmarks.harness.report import reliability_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(reliability_main(sys.argv[1:]))

@@ -298,15 +298,11 @@ def _engine_factory(args: argparse.Namespace, settings: Any):
     from engine.roles.embeddings import make_embedder
 
     def factory(**kw):
-        ledger = kw.pop("ledger", None)
-        from engine.roles.ledger import Ledger
-
-        ledger = ledger or Ledger()
-        models = Models.real(settings, ledger=ledger) if settings is not None else None
+        models = Models.real(settings) if settings is not None else None  # the engine binds its own ledger
         store = _store_url(args)
         if store and args.store == "sqlite":
             store = str(store)
-        return MemoryEngine(store=store, embedder=make_embedder(args.embedder), models=models, ledger=ledger, **kw)
+        return MemoryEngine(store=store, embedder=make_embedder(args.embedder), models=models, **kw)
 
     return factory
 

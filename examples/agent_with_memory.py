@@ -44,16 +44,13 @@ def build(model: str | None, base_url: str | None):
     clock = VirtualClock(DEFAULT_START)  # a virtual clock so the demo can skip two days
     config = MemoryConfig.from_preset("customer service")
     if base_url or model or os.environ.get("DEEPSEEK_API_KEY"):
-        from engine.roles.ledger import Ledger
         from engine.roles.llm import ModelSettings, make_chat_model
 
         settings = ModelSettings.from_env(**{k: v for k, v in (("model", model), ("base_url", base_url)) if v})
-        ledger = Ledger()
-        engine = MemoryEngine(config, clock=clock, models=Models.real(settings, ledger=ledger), ledger=ledger)
+        engine = MemoryEngine(config, clock=clock, models=Models.real(settings))  # calls land in engine.ledger
         return make_chat_model(settings), engine, f"real model {settings.model}"
-    from engine.roles.scripted import ScriptedChatModel
-
-    return ScriptedChatModel(), MemoryEngine(config, clock=clock), "scripted model (offline)"
+    models = Models.scripted()
+    return models.chat, MemoryEngine(config, clock=clock, models=models), "scripted model (offline)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -166,6 +166,13 @@ class StoreConformance:
         store.add_message(msg("u", "new", "after forgetting"))
         assert store.sessions("u") == ["new"] and store.pending_sessions("u") == ["new"]
 
+    def test_newest_events_first(self, store):
+        for i in range(5):
+            store.append_event(Event(user_id="u", session_id="s", kind="gate", at=T0 + timedelta(seconds=i),
+                                     payload={"i": i}, turn=i))
+        store.append_event(Event(user_id="v", session_id="s", kind="gate", at=T0, payload={"i": 99}, turn=9))
+        assert [e.payload["i"] for e in store.events(user_id="u", session_id="s", newest_first=True, limit=2)] == [4, 3]
+
     def test_records_after_a_cursor(self, store):
         saved = store.add_records([rec("u", f"fact {i}") for i in range(6)], self.vecs(6))
         store.add_records([rec("v", "other user's fact")], self.vecs(1, seed=1))

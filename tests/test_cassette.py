@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.core.errors import MemlabUsageError, RealModelForbiddenError
+from engine.roles.bundle import Models
 from engine.roles.cassette import CassetteMissError, CassetteTransport, request_key
 from engine.roles.ledger import Ledger
 from engine.roles.llm import (
@@ -19,7 +20,6 @@ from engine.roles.llm import (
     ModelSettings,
     forbid_real_requests,
     make_chat_model,
-    real_roles,
 )
 from engine.roles.types import ExtractionInput, WindowMessage
 from tests.fake_openai import FakeOpenAI, content_reply, error_reply, tool_reply, usage
@@ -55,9 +55,9 @@ def test_record_then_replay_with_server_stopped_is_byte_identical_and_holds_no_k
             content_reply("Welcome to Lisbon, Ann!", usage=usage(500, 12, hit=448)),
         )
         rec = ModelSettings(base_url=server.base_url, cassette=path, cassette_mode="record", backoff=0)
-        roles = real_roles(rec, recorded_ledger)
-        out1 = roles["extractor"].extract(window())
-        chat1 = roles["chat"].invoke("Hello")
+        roles = Models.real(rec).bind_ledger(recorded_ledger)
+        out1 = roles.extractor.extract(window())
+        chat1 = roles.chat.invoke("Hello")
         assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"  # the key was really sent
         url = server.base_url
     text = path.read_text()
@@ -65,9 +65,9 @@ def test_record_then_replay_with_server_stopped_is_byte_identical_and_holds_no_k
     assert len(text.splitlines()) == 2
 
     play = ModelSettings(base_url=url, cassette=path, cassette_mode="replay", backoff=0, max_retries=0)
-    roles = real_roles(play, replay_ledger)  # the server is gone: any real request would fail
-    out2 = roles["extractor"].extract(window())
-    chat2 = roles["chat"].invoke("Hello")
+    roles = Models.real(play).bind_ledger(replay_ledger)  # the server is gone: any real request would fail
+    out2 = roles.extractor.extract(window())
+    chat2 = roles.chat.invoke("Hello")
     assert out2.model_dump_json() == out1.model_dump_json()
     assert chat2.content == chat1.content and chat2.usage_metadata == chat1.usage_metadata
     keep = ("input_tokens", "output_tokens", "cache_hit_tokens", "cache_miss_tokens", "cost")

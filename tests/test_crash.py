@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.reliability import CRASH_POINTS, run_crash
+from benchmarks.harness.crash import CRASH_POINTS, run_crash
 
 WORKER = [sys.executable, str(Path(__file__).with_name("crash_worker.py"))]
 

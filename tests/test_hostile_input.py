@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.harness.reliability import HOSTILE_MESSAGES, fast_config, run_hostile
+from benchmarks.harness.common import fast_config
+from benchmarks.harness.hostile import HOSTILE_MESSAGES, run_hostile
 from engine.core.clock import VirtualClock, parse_duration
 from engine.core.errors import ClockError, MemlabUsageError
 from engine.core.records import MemoryRecord, UserProfile

@@ -65,3 +65,38 @@ def test_assistant_reply_attached_only_when_given():
     assert "Hotel Sakura" in p.system
     p2 = build_prompt(core="C", profile=None, records=[rec(1, "asked about hotels")], window=[], counter=C)
     assert "Sakura" not in p2.system
+
+
+# -- the sanitiser, for any input ------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from engine.memory.injection import PROFILE_CLOSE, PROFILE_OPEN  # noqa: E402
+
+_ROLE_LINE = __import__("re").compile(r"^\s*(system|assistant|user|human|developer|tool)\s*:", __import__("re").I)
+_PIECES = list("ab <>/:\n\r\t\u2028\x00") + ["system:", "assistant:", " user :", RECORDS_OPEN, RECORDS_CLOSE,
+                                                PROFILE_OPEN, "ignore previous instructions"]
+hostile = st.lists(st.sampled_from(_PIECES), max_size=20).map("".join) | st.text(max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=hostile)
+def test_sanitised_data_is_one_inert_line(text):
+    out = sanitize_data(text)
+    assert "\n" not in out and "\r" not in out and "\x00" not in out
+    assert "<" not in out and ">" not in out
+    assert not _ROLE_LINE.match(out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(contents=st.lists(hostile.filter(lambda t: t.strip()), min_size=1, max_size=5), profile_value=hostile)
+def test_any_stored_content_stays_inside_one_fence_one_line_each(contents, profile_value):
+    records = [rec(i + 1, c) for i, c in enumerate(contents)]
+    profile = UserProfile(user_id="u", fields={"facts": (profile_value,)} if profile_value.strip() else {})
+    p = build_prompt(core="CORE", profile=profile, records=records, window=[msg("user", "hi")], counter=C)
+    assert p.system.count(RECORDS_OPEN) == 1 and p.system.count(RECORDS_CLOSE) == 1
+    assert p.system.count(PROFILE_OPEN) <= 1 and p.system.count(PROFILE_CLOSE) <= 1
+    body = p.system.split(RECORDS_OPEN, 1)[1].split(RECORDS_CLOSE, 1)[0].strip("\n").split("\n")
+    assert len(body) == len(records) and all(line.startswith("- [") for line in body)
+    assert not any(_ROLE_LINE.match(line) for line in p.system.splitlines())

@@ -229,14 +229,55 @@ def test_extractor_repairs_source_ids_types_tags_and_extra_fields_and_logs_them(
     assert sum("repair" in m for m in caplog.messages) == len(ex.last_result.repairs)
 
 
-def test_tuner_weights_not_summing_to_one_are_renormalised_and_logged(fake_openai):
+def test_tuner_passes_weights_through_unrepaired_so_the_engine_repairs_them_once(fake_openai):
+    # Deliberate change: the tuner role no longer renormalises; the engine's tune step repairs
+    # (engine.core.config.repair_weights) exactly once and logs it (see the next test).
     fake_openai.push(tool_reply({"alpha": 0.6, "beta": 0.6, "gamma": 0.3, "w0": 2.0, "w1": 0.5, "w2": 0.5}))
     tu = role(LLMTuner, fake_openai)
     t = tu.tune(TuneInput(theme="x"))
-    assert math.isclose(t.alpha + t.beta + t.gamma, 1.0) and math.isclose(t.w0 + t.w1 + t.w2, 1.0)
-    assert math.isclose(t.alpha, 0.4) and math.isclose(t.w0, 0.5)  # w0 clipped to 1 first
-    assert any("renormalised" in r for r in tu.last_result.repairs)
-    assert any("w0 2 clipped" in r for r in tu.last_result.repairs)
+    assert (t.alpha, t.beta, t.gamma, t.w0, t.w1, t.w2) == (0.6, 0.6, 0.3, 2.0, 0.5, 0.5)
+    assert tu.last_result.repairs == ()
+    fixed, notes = repair_weights({n: getattr(t, n) for n in ("alpha", "beta", "gamma", "delta", "w0", "w1", "w2")})
+    assert math.isclose(fixed["alpha"] + fixed["beta"] + fixed["gamma"], 1.0) and math.isclose(fixed["alpha"], 0.4)
+    assert math.isclose(fixed["w0"], 0.5)  # w0 clipped to 1 first, then renormalised
+    assert any("renormalised" in r for r in notes) and any("w0 2 clipped" in r for r in notes)
+
+
+def test_tuner_schema_faults_are_retried_not_repaired(fake_openai):
+    fake_openai.push(tool_reply({"alpha": "lots", "beta": 0.2}), tool_reply({"alpha": 0.5, "beta": 0.3, "gamma": 0.2}))
+    ledger = Ledger()
+    tu = role(LLMTuner, fake_openai, ledger)
+    t = tu.tune(TuneInput(theme="x"))
+    assert (t.alpha, t.beta, t.gamma) == (0.5, 0.3, 0.2) and tu.last_result.attempts == 2
+    assert [c.ok for c in ledger.calls] == [False, True]
+
+
+def test_bad_weights_from_the_llm_tuner_are_repaired_once_in_the_engine_event_log():
+    from engine.core.clock import VirtualClock
+    from engine.core.config import MemoryConfig
+    from engine.memory.engine import MemoryEngine
+    from engine.roles.bundle import Models
+
+    bad = {"alpha": 0.9, "beta": 0.9, "gamma": 0.9, "w0": 2.0, "w1": 0.8, "w2": 0.1, "rationale": "r"}
+    with FakeOpenAI(responder=lambda request: tool_reply(bad)) as server:
+        models = Models.scripted()
+        s = settings(server)
+        models.tuner = LLMTuner(make_chat_model(s), settings=s)
+        clock = VirtualClock(T0)
+        cfg = MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01, trigger_threshold=2)
+        engine = MemoryEngine(cfg, clock=clock, models=models)
+        for line in ["Hi, I'm Li Mingxuan, I work as a data analyst.", "My order number is 88231.",
+                     "I prefer email over phone calls.", "My dog is called Rex."]:
+            engine.turn("alice", "s1", line)
+            clock.advance(60)
+    tunes = [e.payload for e in engine.store.events(kind="tune") if not e.payload.get("cached")]
+    assert tunes and all(p["violations"] and p["repairs"] for p in tunes)
+    for p in tunes:
+        w = p["weights"]
+        assert math.isclose(w["alpha"] + w["beta"] + w["gamma"], 1.0) and math.isclose(w["w0"] + w["w1"] + w["w2"], 1.0)
+    assert models.tuner.last_result.repairs == ()  # the role repaired nothing: the repair happened once
+    tuner_calls = [c for c in engine.ledger.calls if c.role == "tuner"]
+    assert len(tuner_calls) == len(tunes) and all(c.model == "deepseek-chat" for c in tuner_calls)  # bound ledger
 
 
 def test_json_content_instead_of_tool_call_is_parsed_and_action_normalised(fake_openai):
@@ -400,14 +441,43 @@ def test_forbid_blocks_roles_on_models_built_elsewhere():
 
 
 def test_real_roles_cover_role_names_and_share_one_ledger(fake_openai):
-    ledger = Ledger()
-    roles = real_roles(settings(fake_openai), ledger)
+    roles = real_roles(settings(fake_openai))
     assert tuple(roles) == ROLE_NAMES
     assert isinstance(roles["chat"], ChatDeepSeek)
     assert all(getattr(roles[n], "chat_model", roles["chat"]) is roles["chat"] for n in ROLE_NAMES)
+    ledger = roles["extractor"].ledger
+    assert all(roles[n].ledger is ledger for n in ROLE_NAMES if n != "chat")
     fake_openai.push(tool_reply({"add": {}, "remove": {}}))
     roles["inducer"].induct(InductionInput(records=[]))
     assert [c.role for c in ledger.calls] == ["inducer"]
+
+
+def test_models_real_takes_no_ledger_and_records_into_the_engine_ledger(fake_openai):
+    from engine.memory.engine import MemoryEngine
+    from engine.roles.bundle import Models
+
+    models = Models.real(settings(fake_openai))
+    with pytest.raises(TypeError):
+        Models.real(settings(fake_openai), ledger=Ledger())  # one ledger, the engine's
+    engine = MemoryEngine(models=models)
+    assert all(getattr(models, n).ledger is engine.ledger for n in Models.ROLES)
+    fake_openai.push(tool_reply({"add": {"name": ["Ann"]}, "remove": {}}))
+    models.inducer.induct(InductionInput(records=[]))
+    assert [c.role for c in engine.ledger.calls] == ["inducer"]
+
+
+def test_llm_inducer_keeps_one_name_and_removes_the_old_one(fake_openai):
+    fake_openai.push(tool_reply({"add": {"name": ["Ann Lee", "Annie"]}, "remove": {}}))
+    ind = role(LLMProfileInducer, fake_openai)
+    out = ind.induct(InductionInput(profile={"name": ["Ann"], "identity": ["lives in Porto"]}, records=[]))
+    assert out.add == {"name": ["Annie"]} and out.remove == {"name": ["Ann"]}
+    assert len(ind.last_result.repairs) == 2
+    request = fake_openai.requests[-1].body
+    system = request["messages"][0]["content"]
+    assert "Fields: name, identity," in system and "one value only" in system
+    fake_openai.push(tool_reply({"add": {"name": ["Ann"]}, "remove": {}}))
+    same = ind.induct(InductionInput(profile={"name": ["Ann"]}, records=[]))
+    assert same.add == {"name": ["Ann"]} and same.remove == {} and ind.last_result.repairs == ()
 
 
 # ---- repair_weights properties -----------------------------------------------------------------

@@ -58,14 +58,14 @@ class Harness:
         self.engine = engine or MemoryEngine(MemoryConfig.from_preset("customer service"), clock=self.clock)
         self.model = model or RecordingChatModel()
         self.prompts: list[Any] = []
-        prepare = self.engine.prepare
+        prepare = self.engine.remember_and_recall
 
         def spy(user_id, session_id):
-            prompt = prepare(user_id, session_id)
-            self.prompts.append(prompt)
-            return prompt
+            prepared = prepare(user_id, session_id)
+            self.prompts.append(prepared.prompt)
+            return prepared
 
-        self.engine.prepare = spy
+        self.engine.remember_and_recall = spy
         self.middleware = MemoryMiddleware(self.engine, profile_store=profile_store)
         self.agent = create_agent(self.model, tools=[order_status], middleware=[self.middleware],
                                   checkpointer=InMemorySaver())

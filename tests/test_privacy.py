@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.reliability import fast_config, user_marker
+from benchmarks.harness.common import fast_config, user_marker
 from engine.core.clock import VirtualClock
 from engine.memory.engine import DEFAULT_START, MemoryEngine
 from engine.roles.bundle import Models

@@ -10,7 +10,9 @@ def cand(i, R, age=0.0, tags=("fact",), n=0, tokens=10):
     return Candidate(record_id=i, R=R, age_seconds=age, u=tag_union(tags), n=n, tags=tags, tokens=tokens)
 
 
-CFG = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=())
+# min_relevance 0: these tests pin the score order and the floor mechanics themselves; earned seats
+# (a minimum relevance) are tested below
+CFG = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), min_relevance=0.0)
 
 
 def test_top_k_by_score_with_breakdown():
@@ -26,7 +28,7 @@ def test_top_k_by_score_with_breakdown():
 
 
 def test_floor_holds_a_seat():
-    cfg = MemoryConfig.from_preset("customer service", top_k=2, always_inject_types=("identity",))
+    cfg = MemoryConfig.from_preset("customer service", top_k=2, always_inject_types=("identity",), min_relevance=0.0)
     cands = [cand(1, 1.0), cand(2, 0.9), cand(3, 0.0, tags=("identity",), age=1e7)]
     rows, picked = rank_candidates(cands, config=cfg)
     assert 3 in picked and len(picked) == 2
@@ -34,7 +36,8 @@ def test_floor_holds_a_seat():
 
 
 def test_budget_skips_large_records():
-    cfg = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), injection_budget=25)
+    cfg = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), injection_budget=25,
+                                   min_relevance=0.0)
     cands = [cand(1, 1.0, tokens=20), cand(2, 0.9, tokens=20), cand(3, 0.8, tokens=5)]
     rows, picked = rank_candidates(cands, config=cfg)
     assert picked == [1, 3]
@@ -77,3 +80,26 @@ def test_sensitivity_names_a_knob_that_changes_the_set():
     _, new = rank_candidates(cands, config=CFG.with_overrides(top_k=1),
                              weights=Weights(alpha=rest, beta=rest, gamma=g))
     assert base != new
+
+
+# -- earned seats ---------------------------------------------------------------------------------
+
+def test_seats_need_relevance_and_an_empty_seat_beats_an_irrelevant_one():
+    cfg = MemoryConfig.from_preset("customer service", top_k=4, always_inject_types=("identity",), min_relevance=0.2)
+    cands = [cand(1, 0.9), cand(2, 0.1), cand(3, 0.05, tags=("identity",)), cand(4, 0.5, tags=("identity",))]
+    rows, picked = rank_candidates(cands, config=cfg)
+    assert picked == [4, 1]  # the relevant identity record holds the floor; nothing fills the other seats
+    why = {r.record_id: (r.verdict, r.why) for r in rows}
+    assert why[2] == ("dropped", "below min relevance 0.2") and why[3] == ("dropped", "below min relevance 0.2")
+    assert why[4] == ("picked", "floor:identity")
+
+
+def test_safety_records_hold_their_own_seats_without_relevance():
+    cfg = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), min_relevance=0.2,
+                                   safety_seats=1)
+    cands = [cand(1, 0.9), cand(2, 0.0, tags=("safety", "fact"), age=1e7), cand(3, 0.0, tags=("safety",))]
+    rows, picked = rank_candidates(cands, config=cfg)
+    assert picked[0] in (2, 3) and 1 in picked and len(picked) == 2
+    assert next(r for r in rows if r.record_id == picked[0]).why == "safety"
+    _, none = rank_candidates(cands, config=cfg.with_overrides(safety_seats=0))
+    assert none == [1]

@@ -70,16 +70,16 @@ def test_bad_replay_arguments_are_one_line_errors(bad, capsys):
 def test_the_chat_call_is_priced_with_the_configured_prices(monkeypatch):
     from engine.memory.engine import MemoryEngine
     from engine.roles.bundle import Models
-    from engine.roles.ledger import Ledger, Price
+    from engine.roles.ledger import Price
     from engine.roles.llm import ModelSettings
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     price = Price(cache_hit_input=0.0, cache_miss_input=100.0, output=1000.0)
     with scripted_server() as server:
-        ledger = Ledger()
-        models = Models.real(ModelSettings(base_url=server.base_url, price=price), ledger=ledger)
-        MemoryEngine(models=models, ledger=ledger).turn("u", "s", "Hello there.")
-    chat = [c for c in ledger.calls if c.role == "chat"]
+        models = Models.real(ModelSettings(base_url=server.base_url, price=price))
+        engine = MemoryEngine(models=models)
+        engine.turn("u", "s", "Hello there.")
+    chat = [c for c in engine.ledger.calls if c.role == "chat"]
     assert len(chat) == 1
     c = chat[0]
     assert c.cost == pytest.approx(price.cost(input_tokens=c.input_tokens, output_tokens=c.output_tokens,

@@ -10,13 +10,9 @@ import shutil
 
 import pytest
 
-from benchmarks.harness.reliability import (
-    fast_config,
-    run_cli_replays,
-    run_concurrency,
-    run_faults,
-    user_marker,
-)
+from benchmarks.harness.common import fast_config, user_marker
+from benchmarks.harness.concurrency import run_cli_replays, run_concurrency
+from benchmarks.harness.faults import run_faults
 from engine.core.clock import VirtualClock
 from engine.memory.engine import DEFAULT_START, MemoryEngine
 from engine.stores.check import check_main, check_store

@@ -88,10 +88,20 @@ def test_tri_path_fusion_records_every_path_rank(engine):
 def test_fusion_is_minmax_and_renormalised_over_active_paths():
     res = PathResults(bm25={1: 10.0, 2: 5.0}, dense={1: 0.2, 2: 0.9}, dim={}, records={1: None, 2: None},
                       dim_active=False)
-    R = fuse(res, path_weights={"bm25": 0.5, "dense": 0.5, "dim": 0.5})
+    R = fuse(res, path_weights={"bm25": 0.5, "dense": 0.5, "dim": 0.5}, mode="minmax")
     assert R == {1: pytest.approx(0.5), 2: pytest.approx(0.5)}  # dim inactive: weights renormalised
-    R = fuse(res, path_weights={"bm25": 1.0, "dense": 0.0, "dim": 0.0})
+    R = fuse(res, path_weights={"bm25": 1.0, "dense": 0.0, "dim": 0.0}, mode="minmax")
     assert R[1] == 1.0 and R[2] == 0.0
+
+
+def test_anchored_fusion_scales_from_no_evidence_to_the_best():
+    res = PathResults(bm25={1: 10.0, 2: 5.0}, dense={1: 0.2, 2: 0.9}, dim={}, records={1: None, 2: None},
+                      dim_active=False)
+    R = fuse(res, path_weights={"bm25": 0.5, "dense": 0.5, "dim": 0.5})  # the default mode
+    assert R == {1: pytest.approx((1.0 + 0.2 / 0.9) / 2), 2: pytest.approx((0.5 + 1.0) / 2)}
+    nothing = PathResults(bm25={}, dense={1: 0.0, 2: -0.06}, dim={}, records={1: None, 2: None}, dim_active=False)
+    assert fuse(nothing, path_weights={"bm25": 0.4, "dense": 0.4, "dim": 0.2}) == {1: 0.0, 2: 0.0}
+    assert fuse(nothing, path_weights={"bm25": 0.4, "dense": 0.4, "dim": 0.2}, mode="minmax")[1] == 1.0
 
 
 class RecordingExtractor:

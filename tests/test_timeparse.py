@@ -8,15 +8,9 @@ from hypothesis import strategies as st
 
 from engine.core.errors import ClockError, ConfigError
 from engine.core.records import TimeSpan
-from engine.core.timeparse import (
-    absolutize,
-    around_tolerance,
-    parse_time_constraint,
-    parse_time_label,
-    resolve_times,
-    span_label,
-    time_match,
-)
+from engine.core.timeparse import absolutize, resolve_times
+from engine.core.timequery import around_tolerance, parse_time_constraint, time_match
+from engine.core.timespans import parse_time_label, span_label
 from engine.roles.types import TimeConstraint
 
 TZ = timezone(timedelta(hours=8))

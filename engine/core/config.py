@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError
-from engine.core.frozen import FrozenMap
 from engine.core.forgetting import gate_time, half_life
+from engine.core.frozen import FrozenMap
 from engine.core.records import TAGS
 
 __all__ = [
@@ -152,7 +152,11 @@ PRESETS: tuple[str, ...] = (*VOCATIONS, "custom", *COMPARISON_PRESETS)
 #: The retrieval paths, the fusions, and the default weight tables (each path's share of R; the
 #: dimension path's constraint weights, DimMem's LongMemEval values, renormalised per query).
 RETRIEVAL_PATHS: tuple[str, ...] = ("bm25", "dense", "dim")
-FUSIONS: tuple[str, ...] = ("minmax", "seed")
+FUSIONS: tuple[str, ...] = ("anchored", "minmax", "seed")
+#: How the live-window guard picks the pending user messages it reads (engine.memory.contradiction).
+GUARD_MODES: tuple[str, ...] = ("cues", "always", "off")
+#: What strengthens a memory: its use (restated, or used in the reply), or every injection (the first seed).
+REINFORCE_MODES: tuple[str, ...] = ("use", "injection")
 DEFAULT_PATH_WEIGHTS: dict[str, float] = {"bm25": 0.4, "dense": 0.4, "dim": 0.2}
 DIM_CONSTRAINTS: tuple[str, ...] = ("type", "time", "location", "keyword_phrase", "keyword_tokens")
 DEFAULT_DIM_WEIGHTS: dict[str, float] = {"type": 0.15, "time": 0.30, "location": 0.20, "keyword_phrase": 0.15,
@@ -182,6 +186,7 @@ class MemoryConfig:
     trigger_threshold: float = 8  # messages, tokens, or a fraction of context_budget
     context_budget: int = 4000  # tokens of working memory the chat model is given
     keep_recent: int = 4  # messages kept in the window after truncation, for continuity
+    overflow_keep: float = 0.5  # a window overflow extracts pending messages until the rest fit this share of the budget
     idle_event: bool = True  # an idle gap past the slice gate opens the gate without the trigger
     # -- weights (defaults; tuned per theme when tune_weights) --
     weights: Weights = field(default_factory=Weights)
@@ -189,15 +194,19 @@ class MemoryConfig:
     # -- selection --
     top_k: int = 4
     always_inject_types: tuple[str, ...] = ("identity", "preference")
+    min_relevance: float = 0.15  # set-relative R a seat needs (floor and top-K): an empty seat beats an irrelevant one
+    safety_seats: int = 1  # seats held by "safety" records (allergies, medical, legal, accessibility), relevance or not
+    reinforce_on: str = "use"  # "use": restated or used in the reply, once per session | "injection": the first seed's
     injection_budget: int = 600  # tokens of injected records at most
     candidate_k: int = 50  # per retrieval path
     retrieval_policy: str = "per_turn"  # "per_turn" | "on_event"
     include_history: bool = False  # serve superseded records too
+    live_contradiction: str = "cues"  # the live-window guard: "cues" | "always" | "off" (engine.memory.contradiction)
     # -- dimensional extraction and retrieval --
     window: int = 15
     overlap: int = 3
     paths: tuple[str, ...] = RETRIEVAL_PATHS  # which retrieval paths run
-    fusion: str = "minmax"  # "minmax" (score fusion over the paths) | "seed" (first seed: dense cosine only)
+    fusion: str = "anchored"  # score fusion over the paths: "anchored" | "minmax" | "seed" (the first seed's dense-only R)
     path_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_PATH_WEIGHTS))
     dim_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_DIM_WEIGHTS))
     # -- dimension-aware update --
@@ -227,6 +236,8 @@ class MemoryConfig:
                 f"long_term_value ({self.long_term_value}) must be >= slice_value ({self.slice_value}): "
                 "a record is inducted only after it was sliced"
             )
+        if not (_num(self.overflow_keep) and 0 < self.overflow_keep <= 1):
+            problems.append(f"overflow_keep = {self.overflow_keep!r} must be in (0, 1]")
         if not (_num(self.consolidation_k) and self.consolidation_k > 0):
             problems.append(f"consolidation_k = {self.consolidation_k!r} must be > 0")
         if self.trigger not in ("fraction", "tokens", "messages"):
@@ -250,6 +261,15 @@ class MemoryConfig:
         bad_paths = [p for p in self.paths if p not in RETRIEVAL_PATHS] if isinstance(self.paths, tuple) else None
         if bad_paths is None or bad_paths or not self.paths:
             problems.append(f"paths {self.paths!r} must be a non-empty tuple of {', '.join(RETRIEVAL_PATHS)}")
+        if self.reinforce_on not in REINFORCE_MODES:
+            problems.append(f"reinforce_on {self.reinforce_on!r} must be one of {', '.join(REINFORCE_MODES)}")
+        if not (_num(self.min_relevance) and 0 <= self.min_relevance <= 1):
+            problems.append(f"min_relevance = {self.min_relevance!r} must be in [0, 1]")
+        if not (isinstance(self.safety_seats, int) and not isinstance(self.safety_seats, bool)
+                and self.safety_seats >= 0):
+            problems.append(f"safety_seats = {self.safety_seats!r} must be an integer >= 0")
+        if self.live_contradiction not in GUARD_MODES:
+            problems.append(f"live_contradiction {self.live_contradiction!r} must be one of {', '.join(GUARD_MODES)}")
         if self.fusion not in FUSIONS:
             problems.append(f"fusion {self.fusion!r} must be one of {', '.join(FUSIONS)}")
         for name in ("path_weights", "dim_weights"):
@@ -347,7 +367,7 @@ class MemoryConfig:
                 if name in values:
                     values[name] = FrozenMap({str(k): float(v) for k, v in dict(values[name]).items()})
             for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
-                         "keep_recent"):
+                         "keep_recent", "safety_seats"):
                 if name in values and isinstance(values[name], float) and values[name].is_integer():
                     values[name] = int(values[name])
         except ConfigError as exc:

@@ -45,9 +45,14 @@ TYPE_SCORES: dict[str, float] = {
     "fact": 0.60,
     "episode": 0.40,
     "chat": 0.15,
+    # memlab's addition: safety-critical constraints (allergies, medical, legal, accessibility)
+    # rank like identity and hold a floor of their own (MemoryConfig.safety_seats)
+    "safety": 0.95,
 }
 TAGS: tuple[str, ...] = tuple(TYPE_SCORES)
+#: The profile's fields; `name` (the user's own name) holds one value, a new name replaces the old.
 PROFILE_FIELDS: tuple[str, ...] = (
+    "name",
     "identity",
     "occupation",
     "preferences",

@@ -26,6 +26,7 @@ __all__ = [
     "keywords",
     "split_sentences",
     "split_clauses",
+    "segmenter",
 ]
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -55,8 +56,11 @@ _jieba_lock = threading.Lock()
 _jieba = None
 
 
-def _segmenter():
-    """jieba, imported and initialised once (it prints to stderr on first use; silence that)."""
+def segmenter():
+    """jieba, imported and initialised once (it prints to stderr on first use; silence that).
+
+    Call it before using any jieba module (e.g. jieba.posseg) so the dictionary loads quietly, once.
+    """
     global _jieba
     if _jieba is None:
         with _jieba_lock:
@@ -97,7 +101,7 @@ def tokenize(text: str) -> list[str]:
     for match in _TOKEN.finditer(normalize(text)):
         tok = match.group(0).replace("’", "'")
         if _CJK.match(tok):
-            out.extend(w for w in _segmenter().lcut(tok) if w.strip())
+            out.extend(w for w in segmenter().lcut(tok) if w.strip())
         else:
             out.append(tok)
     return out

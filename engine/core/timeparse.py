@@ -11,7 +11,6 @@ without a year, Chinese numerals.
 
 from __future__ import annotations
 
-import calendar
 import functools
 import re
 import threading
@@ -20,22 +19,18 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
 from engine.core.clock import ensure_aware
-from engine.core.errors import ConfigError
 from engine.core.records import TimeSpan
-from engine.roles.types import TimeConstraint
+from engine.core.timespans import (
+    day_span,
+    month_span,
+    parse_time_label,
+    range_span,
+    span_for,
+    span_label,
+    year_span,
+)
 
-__all__ = [
-    "TimeMention",
-    "resolve_times",
-    "absolutize",
-    "parse_time_label",
-    "span_label",
-    "day_span",
-    "parse_time_constraint",
-    "around_tolerance",
-    "time_match",
-]
-
+__all__ = ["TimeMention", "resolve_times", "absolutize"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TimeMention:
@@ -46,104 +41,6 @@ class TimeMention:
     end: int
     span: TimeSpan
     relative: bool = True  # False when the surface states the year itself (nothing to rewrite)
-
-
-# ---------------------------------------------------------------- spans and labels
-
-_END_OF_DAY = time(23, 59, 59, 999999)
-
-
-def _start(d: date, tz: tzinfo) -> datetime:
-    return datetime.combine(d, time(0), tzinfo=tz)
-
-
-def _end(d: date, tz: tzinfo) -> datetime:
-    return datetime.combine(d, _END_OF_DAY, tzinfo=tz)
-
-
-def day_span(d: date, tz: tzinfo) -> TimeSpan:
-    return TimeSpan(start=_start(d, tz), end=_end(d, tz), granularity="day", text=d.isoformat())
-
-
-def _month_span(year: int, month: int, tz: tzinfo) -> TimeSpan:
-    last = calendar.monthrange(year, month)[1]
-    return TimeSpan(
-        start=_start(date(year, month, 1), tz),
-        end=_end(date(year, month, last), tz),
-        granularity="month",
-        text=f"{year:04d}-{month:02d}",
-    )
-
-
-def _year_span(year: int, tz: tzinfo) -> TimeSpan:
-    return TimeSpan(
-        start=_start(date(year, 1, 1), tz), end=_end(date(year, 12, 31), tz), granularity="year", text=f"{year:04d}"
-    )
-
-
-def _range_span(first: date, last: date, tz: tzinfo) -> TimeSpan:
-    return TimeSpan(
-        start=_start(first, tz),
-        end=_end(last, tz),
-        granularity="range",
-        text=f"{first.isoformat()}..{last.isoformat()}",
-    )
-
-
-def span_label(span: TimeSpan) -> str:
-    """The normalised label of a span: YYYY-MM-DD, YYYY-MM, YYYY or START..END."""
-    if span.granularity == "year":
-        return f"{span.start.year:04d}"
-    if span.granularity == "month":
-        return f"{span.start.year:04d}-{span.start.month:02d}"
-    if span.granularity == "day":
-        return span.start.date().isoformat()
-    if span.granularity == "range":
-        if ".." in span.text:  # keep the stated ends' own granularity ("2023-04..2023-06")
-            return span.text
-        return f"{span.start.date().isoformat()}..{span.end.date().isoformat()}"
-    return span.start.isoformat()
-
-
-_LABEL_DAY = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$")
-_LABEL_MONTH = re.compile(r"^(\d{4})-(\d{1,2})$")
-_LABEL_YEAR = re.compile(r"^(\d{4})$")
-
-
-def parse_time_label(label: str, tz: tzinfo) -> TimeSpan:
-    """The inverse of `span_label`: "2023-05-07", "2023-05", "2023" or "A..B" in timezone `tz`."""
-    raw = (label or "").strip()
-    try:
-        if ".." in raw:
-            a, b = (p.strip() for p in raw.split("..", 1))
-            first, last = parse_time_label(a, tz), parse_time_label(b, tz)
-            if last.end < first.start:
-                raise ValueError("range ends before it starts")
-            return TimeSpan(
-                start=first.start, end=last.end, granularity="range", text=f"{first.text}..{last.text}"
-            )
-        if m := _LABEL_DAY.match(raw):
-            return day_span(date(int(m[1]), int(m[2]), int(m[3])), tz)
-        if m := _LABEL_MONTH.match(raw):
-            return _month_span(int(m[1]), int(m[2]), tz)
-        if m := _LABEL_YEAR.match(raw):
-            return _year_span(int(m[1]), tz)
-    except ValueError as exc:
-        raise ConfigError(f"time label {label!r} is not a valid date ({exc}); write e.g. 2023-05-07") from exc
-    raise ConfigError(
-        f"time label {label!r} is not understood; write YYYY-MM-DD, YYYY-MM, YYYY or START..END"
-    )
-
-
-def _span_for(point: date, period: str, tz: tzinfo) -> TimeSpan:
-    if period == "year":
-        return _year_span(point.year, tz)
-    if period == "month":
-        return _month_span(point.year, point.month, tz)
-    if period == "week":
-        monday = point - timedelta(days=point.weekday())
-        return _range_span(monday, monday + timedelta(days=6), tz)
-    return day_span(point, tz)
 
 
 # ---------------------------------------------------------------- dateparser
@@ -231,7 +128,7 @@ def _via_dp(lang: str = "en", *, normalize: Callable[[re.Match], str] | None = N
         if found is None:
             return None
         point, found_period = found
-        return _span_for(point, period or found_period, anchor.tzinfo)
+        return span_for(point, period or found_period, anchor.tzinfo)
 
     return resolve
 
@@ -288,7 +185,7 @@ _WHICH_OFFSET = {"last": -1, "past": -1, "previous": -1, "this": 0, "next": 1, "
 
 def _weekend(m: re.Match, anchor: datetime) -> TimeSpan:
     monday = _week_monday(anchor, _WHICH_OFFSET[m.group("w").lower()])
-    return _range_span(monday + timedelta(days=5), monday + timedelta(days=6), anchor.tzinfo)
+    return range_span(monday + timedelta(days=5), monday + timedelta(days=6), anchor.tzinfo)
 
 
 def _weekday(m: re.Match, anchor: datetime) -> TimeSpan | None:
@@ -314,7 +211,7 @@ def _bare_weekday(m: re.Match, anchor: datetime) -> TimeSpan | None:
 
 
 def _bare_year(m: re.Match, anchor: datetime) -> TimeSpan:
-    return _year_span(int(m.group("t")), anchor.tzinfo)
+    return year_span(int(m.group("t")), anchor.tzinfo)
 
 
 def _cn_full_date(m: re.Match, anchor: datetime) -> TimeSpan | None:
@@ -328,12 +225,12 @@ def _cn_full_date(m: re.Match, anchor: datetime) -> TimeSpan | None:
 
 def _cn_month(m: re.Match, anchor: datetime) -> TimeSpan | None:
     year, month = _cn_int(m.group("y")), _cn_int(m.group("m"))
-    return _month_span(year, month, anchor.tzinfo) if 1 <= month <= 12 else None
+    return month_span(year, month, anchor.tzinfo) if 1 <= month <= 12 else None
 
 
 def _cn_year(m: re.Match, anchor: datetime) -> TimeSpan | None:
     year = _cn_int(m.group("y"))
-    return _year_span(year, anchor.tzinfo) if year >= 1 else None
+    return year_span(year, anchor.tzinfo) if year >= 1 else None
 
 
 _CN_DAY_WORDS = {"昨晚": "昨天", "今晚": "今天", "今早": "今天", "今天早上": "今天", "大前天": "3天前", "大后天": "3天后"}
@@ -349,24 +246,24 @@ def _cn_year_word(m: re.Match, anchor: datetime) -> TimeSpan | None:
     word = m.group("t")
     if word in ("去年", "今年", "明年"):
         return _via_dp("zh")(m, anchor)
-    return _year_span(anchor.year + _CN_YEAR_OFFSET[word], anchor.tzinfo)
+    return year_span(anchor.year + _CN_YEAR_OFFSET[word], anchor.tzinfo)
 
 
 def _cn_week(m: re.Match, anchor: datetime) -> TimeSpan:
     monday = _week_monday(anchor, _CN_WHICH[m.group("w")])
     wd = m.group("d")
     if not wd:
-        return _range_span(monday, monday + timedelta(days=6), anchor.tzinfo)
+        return range_span(monday, monday + timedelta(days=6), anchor.tzinfo)
     index = _CN_WEEKDAY[wd]
     if index < 0:  # 周末
-        return _range_span(monday + timedelta(days=5), monday + timedelta(days=6), anchor.tzinfo)
+        return range_span(monday + timedelta(days=5), monday + timedelta(days=6), anchor.tzinfo)
     return day_span(monday + timedelta(days=index), anchor.tzinfo)
 
 
 def _cn_rel_month(m: re.Match, anchor: datetime) -> TimeSpan | None:
     offset = _CN_WHICH[m.group("w")]
     if offset == 0:
-        return _month_span(anchor.year, anchor.month, anchor.tzinfo)
+        return month_span(anchor.year, anchor.month, anchor.tzinfo)
     return _via_dp("zh", normalize=lambda mm: "上个月" if offset < 0 else "下个月", period="month")(m, anchor)
 
 
@@ -426,18 +323,18 @@ def _shift(span: TimeSpan, unit: str, direction: str, tz: tzinfo) -> TimeSpan:
         return day_span(edge + timedelta(days=sign), tz)
     if unit == "week":
         if sign < 0:
-            return _range_span(edge - timedelta(days=7), edge - timedelta(days=1), tz)
-        return _range_span(edge + timedelta(days=1), edge + timedelta(days=7), tz)
+            return range_span(edge - timedelta(days=7), edge - timedelta(days=1), tz)
+        return range_span(edge + timedelta(days=1), edge + timedelta(days=7), tz)
     if unit == "weekend":
         probe = edge + timedelta(days=sign)
         while probe.weekday() != (6 if sign < 0 else 5):
             probe += timedelta(days=sign)
         first = probe - timedelta(days=1) if sign < 0 else probe
-        return _range_span(first, first + timedelta(days=1), tz)
+        return range_span(first, first + timedelta(days=1), tz)
     if unit == "month":
         probe = edge.replace(day=1) - timedelta(days=1) if sign < 0 else edge.replace(day=28) + timedelta(days=4)
-        return _month_span(probe.year, probe.month, tz)
-    return _year_span(edge.year + sign, tz)
+        return month_span(probe.year, probe.month, tz)
+    return year_span(edge.year + sign, tz)
 
 
 def resolve_times(text: str, *, anchor: datetime) -> list[TimeMention]:
@@ -522,116 +419,4 @@ def absolutize(text: str, *, anchor: datetime) -> tuple[str, list[TimeMention]]:
     return "".join(out), mentions
 
 
-# ---------------------------------------------------------------- query constraints
 
-_TOLERANCE = {
-    "instant": timedelta(days=1),
-    "day": timedelta(days=3),
-    "range": timedelta(days=7),
-    "month": timedelta(days=31),
-    "year": timedelta(days=366),
-}
-
-
-def around_tolerance(granularity: str) -> timedelta:
-    """How far "around t" reaches: ±3 days / ±31 days / ±366 days for a day / month / year."""
-    return _TOLERANCE.get(granularity, _TOLERANCE["day"])
-
-
-_BETWEEN = re.compile(r"\b(?:between|from)\s+(?P<a>.+?)\s+(?:and|to|until|till|through)\s+(?P<b>.+?)(?:[?.!,;]|$)", re.I)
-_CN_BETWEEN = re.compile(r"(?:在|从)?(?P<a>\S+?)(?:到|至|和)(?P<b>\S+?)(?:之间|期间|间)")
-_OPS = [
-    ("before", re.compile(r"\b(?:before|prior\s+to|earlier\s+than|until|till|by)\s+$", re.I)),
-    ("after", re.compile(r"\b(?:after|since|later\s+than|following)\s+$", re.I)),
-    ("around", re.compile(r"\b(?:around|about|circa|approximately|roughly|near)\s+$", re.I)),
-]
-_CN_OPS_AFTER = [
-    ("before", re.compile(r"^(?:之前|以前|前)")),
-    ("after", re.compile(r"^(?:之后|以后|后|以来)")),
-    ("around", re.compile(r"^(?:左右|前后|附近)")),
-]
-_CN_OPS_BEFORE = [("after", re.compile(r"(?:自从|自|从)$")), ("before", re.compile(r"(?:截至|直到)$"))]
-
-
-def _constraint(op: str, span: TimeSpan, text: str) -> TimeConstraint:
-    return TimeConstraint(op=op, start=span.start, end=span.end, granularity=span.granularity, text=text)
-
-
-def parse_time_constraint(question: str, *, now: datetime) -> TimeConstraint | None:
-    """The question's time constraint (on/before/after/around/between), resolved against `now`."""
-    now = ensure_aware(now, what="parse_time_constraint now")
-    mentions = resolve_times(question, anchor=now)
-    if not mentions:
-        return None
-    if len(mentions) >= 2:
-        between = _BETWEEN.search(question) or _CN_BETWEEN.search(question)
-        if between:
-            a, b = mentions[0], mentions[1]
-            a_span, b_span = a.span, b.span
-            if a.relative and not re.search(r"\d{4}", a.surface) and a_span.granularity == "month":
-                year = b_span.start.year  # "between May and July 2023": May takes July's year
-                a_span = _month_span(year, a_span.start.month, now.tzinfo)
-            first, last = sorted((a_span, b_span), key=lambda s: s.start)
-            span = TimeSpan(start=first.start, end=max(first.end, last.end), granularity="range")
-            return _constraint("between", span, f"{span_label(first)}..{span_label(last)}")
-    mention = mentions[0]
-    before_text = question[: mention.start]
-    after_text = question[mention.end :]
-    op = "on"
-    for name, pattern in _OPS:
-        if pattern.search(before_text):
-            op = name
-            break
-    else:
-        for name, pattern in _CN_OPS_AFTER:
-            if pattern.match(after_text.lstrip()):
-                op = name
-                break
-        for name, pattern in _CN_OPS_BEFORE:
-            if pattern.search(before_text.rstrip()):
-                op = name
-    span = mention.span
-    if op in ("before", "after") and re.search(r"\b(?:since|until|till|by)\s+$", before_text, re.I):
-        inclusive = span.start if op == "after" else span.end  # since X includes X; by X includes X
-        span = TimeSpan(start=inclusive, end=inclusive, granularity=span.granularity)
-    return _constraint(op, span, span_label(mention.span))
-
-
-def _gap(a_start: datetime, a_end: datetime, b_start: datetime, b_end: datetime) -> timedelta:
-    """Distance between two intervals (zero when they overlap)."""
-    if a_end < b_start:
-        return b_start - a_end
-    if b_end < a_start:
-        return a_start - b_end
-    return timedelta(0)
-
-
-def _near(gap: timedelta, tolerance: timedelta) -> float:
-    """A soft score < 1 for a miss: 0.5 at the boundary, falling to 0 at one tolerance away."""
-    if gap <= timedelta(0):
-        return 0.5
-    return max(0.0, 0.5 * (1.0 - gap / tolerance))
-
-
-def time_match(constraint: TimeConstraint, span: TimeSpan | None) -> float:
-    """How well a record's time satisfies a query's constraint, in [0, 1] (0 without a time)."""
-    if span is None:
-        return 0.0
-    tol = around_tolerance(constraint.granularity)
-    c_start, c_end = constraint.start, constraint.end
-    if constraint.op == "around":
-        c_start, c_end = c_start - tol, c_end + tol
-    if constraint.op in ("on", "between", "around"):
-        gap = _gap(span.start, span.end, c_start, c_end)
-        return 1.0 if gap == timedelta(0) else _near(gap, tol)
-    if constraint.op == "before":
-        if span.end <= c_start:
-            return 1.0
-        if span.start < c_start:
-            return 0.5  # straddles the bound
-        return _near(span.start - c_start, tol)
-    if span.start >= c_end:  # after
-        return 1.0
-    if span.end > c_end:
-        return 0.5
-    return _near(c_end - span.end, tol)

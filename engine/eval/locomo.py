@@ -489,7 +489,7 @@ def _with_dia_ids(record: MemoryRecord, dia: Mapping[int, str]) -> MemoryRecord:
     # the record's time: what it says, else the day it was said (the session date)
     time = record.time
     if time is None and SESSION_DAY_AS_TIME:
-        from engine.core.timeparse import day_span
+        from engine.core.timespans import day_span
 
         at = record.valid_from or record.created_at
         time = day_span(at.date(), at.tzinfo)
@@ -501,7 +501,7 @@ def _wm(m: Any) -> WindowMessage:
 
 
 def _observation_records(conv: Conversation) -> list[MemoryRecord]:
-    from engine.core.timeparse import day_span
+    from engine.core.timespans import day_span
 
     out = []
     for o in conv.observations:

@@ -416,7 +416,7 @@ class EngineStrategy:
     def open(self, ctx: RunContext) -> Runner:
         from engine.roles.embeddings import make_embedder
 
-        models = Models.real(ctx.settings, ledger=ctx.ledger) if ctx.settings is not None else Models.scripted()
+        models = Models.real(ctx.settings) if ctx.settings is not None else Models.scripted()
         kw = dict(clock=ctx.clock, ledger=ctx.ledger, models=models, embedder=make_embedder(ctx.embedder))
         return _EngineRunner(MemoryEngine(ctx.config, **kw))
 

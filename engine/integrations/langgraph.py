@@ -2,7 +2,7 @@
 
 It only translates between agent state and engine calls: new messages of the state are observed
 (stamped by the engine's clock and archived), and each model call gets the prompt the engine
-builds (`engine.prepare`: gate → event → retrieve → inject → reinforce). Everything that matters
+builds (`engine.remember_and_recall`: gate → event → retrieve → inject → reinforce). Everything that matters
 across turns lives in the engine's store, keyed by user and by session (= the LangGraph thread
 id): the extraction cursor, the retrieval query (the session's last user message), the records
 and the profile. The only thing kept in graph state is `memlab_seen`, how many state messages
@@ -41,7 +41,7 @@ from engine.core.records import Event
 from engine.core.tokens import content_text
 from engine.memory.engine import MemoryEngine
 from engine.memory.injection import BuiltPrompt
-from engine.roles.ledger import CallRecord
+from engine.roles.ledger import record_chat_call, record_failed_call
 
 __all__ = ["MemoryMiddleware", "MemoryState", "PROFILE_NAMESPACE", "tail_window"]
 
@@ -200,8 +200,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
         eng.store.append_event(Event(user_id=user, session_id=session, kind="error", at=eng.now(),
                                      payload={"step": "chat", "error": f"{type(exc).__name__}: {exc}",
                                               "source": "middleware"}))
-        eng.ledger.record(CallRecord(role="chat", model=eng.models.mode, input_tokens=tokens, output_tokens=0,
-                                     ok=False, error=type(exc).__name__, latency_ms=latency_ms))
+        record_failed_call(eng.ledger, "chat", exc, latency_ms, model=eng.models.mode, input_tokens=tokens)
 
     def _record(self, response: Any, latency_ms: float, prompt: BuiltPrompt) -> None:
         result = getattr(response, "model_response", response)  # ExtendedModelResponse wraps one
@@ -209,18 +208,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
         ai = next((m for m in msgs if isinstance(m, AIMessage)), None)
         if ai is None:
             return
-        if self.engine.models.mode != "scripted":
-            from engine.roles.llm import record_chat_call
-
-            record_chat_call(self.engine.ledger, "chat", ai, latency_ms, getattr(self.engine.models, "settings", None))
-            return
-        usage = ai.usage_metadata or {}
-        counter = self.engine.counter
-        self.engine.ledger.record(CallRecord(
-            role="chat", model=str((ai.response_metadata or {}).get("model_name") or self.engine.models.mode),
-            input_tokens=int(usage.get("input_tokens", prompt.total_tokens)),
-            output_tokens=int(usage.get("output_tokens", counter.count(content_text(ai.content)))),
-            latency_ms=latency_ms))
+        models = self.engine.models
+        record_chat_call(self.engine.ledger, "chat", ai, latency_ms, getattr(models, "settings", None),
+                         mode=models.mode, fallback_input_tokens=prompt.total_tokens, counter=self.engine.counter)
 
     def _mirror(self, user: str, runtime: Any) -> tuple[Any, tuple[str, ...], dict[str, Any]] | None:
         target = self.profile_store
@@ -239,7 +229,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         user, session = self._user_id(request.state, request.runtime), self._session_id()
-        prompt = self.engine.prepare(user, session)
+        prompt = self.engine.remember_and_recall(user, session).prompt
         if mirror := self._mirror(user, request.runtime):
             mirror[0].put(mirror[1], "profile", mirror[2])
         t0 = _time.perf_counter()
@@ -268,7 +258,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         user, session = self._user_id(request.state, request.runtime), self._session_id()
-        prompt = await asyncio.to_thread(self.engine.prepare, user, session)
+        prompt = (await asyncio.to_thread(self.engine.remember_and_recall, user, session)).prompt
         if mirror := await asyncio.to_thread(self._mirror, user, request.runtime):
             await mirror[0].aput(mirror[1], "profile", mirror[2])
         t0 = _time.perf_counter()

@@ -18,7 +18,7 @@ from datetime import datetime
 from engine.core.records import MemoryRecord, Message, UserProfile
 from engine.core.tokens import TokenCounter
 
-__all__ = ["PromptPart", "BuiltPrompt", "build_prompt", "render_record", "sanitize_data", "RECORDS_OPEN",
+__all__ = ["PromptPart", "BuiltPrompt", "build_prompt", "with_window", "render_record", "sanitize_data", "RECORDS_OPEN",
            "RECORDS_CLOSE", "PROFILE_OPEN", "PROFILE_CLOSE"]
 
 PROFILE_OPEN = "<user-profile>"
@@ -50,6 +50,7 @@ class BuiltPrompt:
     messages: tuple[Mapping[str, str], ...]  # [{"role": "system"|"user"|"assistant"|"tool", "content"}]
     record_ids: tuple[int, ...] = ()
     payload_tokens: int = 0  # tokens of injected memory (profile + records)
+    window_ids: tuple[int, ...] = ()  # the archived messages the window shows, oldest first
     extra: Mapping[str, object] = field(default_factory=dict)
 
     @property
@@ -68,6 +69,7 @@ class BuiltPrompt:
             "messages": [dict(m) for m in self.messages],
             "record_ids": list(self.record_ids),
             "payload_tokens": self.payload_tokens,
+            "window_ids": list(self.window_ids),
         }
 
 
@@ -137,25 +139,25 @@ def build_prompt(
         text = f"Current date: {now:%Y-%m-%d} ({now:%A})"
         parts.append(PromptPart(name="clock", text=text, tokens=counter.count(text), cacheable=False))
     system = "\n\n".join(p.text for p in parts)
-    msgs: list[dict[str, str]] = [{"role": "system", "content": system}]
+    payload = sum(p.tokens for p in parts if p.name in ("profile", "records"))
+    bare = BuiltPrompt(parts=tuple(parts), system=system, messages=({"role": "system", "content": system},),
+                       record_ids=tuple(r.id for r in ordered if r.id is not None), payload_tokens=payload)
+    return with_window(bare, window, counter=counter)
+
+
+def with_window(prompt: BuiltPrompt, window: Sequence[Message], *, counter: TokenCounter) -> BuiltPrompt:
+    """The same system prompt (byte for byte, so the cached prefix holds) with this window."""
+    msgs: list[dict[str, str]] = [{"role": "system", "content": prompt.system}]
     for m in window:
         if m.role == "system":
             continue
-        msgs.append({"role": m.role, "content": m.content})
-    window_tokens = counter.count_messages(msgs[1:])
-    parts.append(
-        PromptPart(
-            name="window",
-            text="\n".join(f"{m['role']}: {m['content']}" for m in msgs[1:]),
-            tokens=window_tokens,
-            cacheable=False,
-        )
-    )
-    payload = sum(p.tokens for p in parts if p.name in ("profile", "records"))
-    return BuiltPrompt(
-        parts=tuple(parts),
-        system=system,
-        messages=tuple(msgs),
-        record_ids=tuple(r.id for r in ordered if r.id is not None),
-        payload_tokens=payload,
-    )
+        msg = {"role": m.role, "content": m.content}
+        if m.role == "tool" and m.tool_call_id:
+            msg["tool_call_id"] = m.tool_call_id
+        msgs.append(msg)
+    part = PromptPart(name="window", text="\n".join(f"{m['role']}: {m['content']}" for m in msgs[1:]),
+                      tokens=counter.count_messages(msgs[1:]), cacheable=False)
+    parts = tuple(p for p in prompt.parts if p.name != "window") + (part,)
+    return BuiltPrompt(parts=parts, system=prompt.system, messages=tuple(msgs), record_ids=prompt.record_ids,
+                       payload_tokens=prompt.payload_tokens, extra=prompt.extra,
+                       window_ids=tuple(m.id for m in window if m.id is not None and m.role != "system"))

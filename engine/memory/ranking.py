@@ -55,82 +55,115 @@ def rank_candidates(
     w = weights or config.weights
     if not candidates:
         return [], []
+    scores = _scores(candidates, config=config, weights=w)
+    # stable order: S descending, then record id ascending (deterministic ties)
+    order = sorted(range(len(candidates)), key=lambda i: (-scores.S[i], candidates[i].record_id))
+    seats = _select(candidates, order, config=config, excluded=excluded)
+    rows = [_row(candidates[i], i, pos, scores, w, _verdict(candidates[i], i, pos, seats, excluded),
+                 seats.why.get(i, "top-K")) for pos, i in enumerate(order)]
+    return rows, [candidates[i].record_id for i in seats.picked]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scores:
+    R: np.ndarray
+    T: np.ndarray
+    F: np.ndarray
+    S: np.ndarray
+
+
+@dataclass(slots=True)
+class _Seats:
+    picked: list[int] = field(default_factory=list)  # candidate indexes in seat order
+    why: dict[int, str] = field(default_factory=dict)
+    last_seat_pos: int = -1
+
+
+def _scores(candidates: Sequence[Candidate], *, config: MemoryConfig, weights: Weights) -> _Scores:
+    """T, F and S for every candidate at once (vectorised)."""
+    w = weights
     R = np.array([c.R for c in candidates], dtype=float)
     age = np.array([c.age_seconds for c in candidates], dtype=float)
     u = np.array([c.u for c in candidates], dtype=float)
     n = np.array([c.n for c in candidates], dtype=float)
-    T = decay(age, tau=config.tau, c=config.c) if config.decay_enabled else np.ones_like(age)
-    T = np.atleast_1d(T)
+    T = np.atleast_1d(decay(age, tau=config.tau, c=config.c) if config.decay_enabled else np.ones_like(age))
     F = np.atleast_1d(importance(u, n, w0=w.w0, w1=w.w1, w2=w.w2, k=config.consolidation_k))
     S = np.atleast_1d(score(R, T, F, alpha=w.alpha, beta=w.beta, gamma=w.gamma, delta=w.delta))
-    # stable order: S descending, then record id ascending (deterministic ties)
-    order = sorted(range(len(candidates)), key=lambda i: (-S[i], candidates[i].record_id))
+    return _Scores(R=R, T=T, F=F, S=S)
 
-    picked: list[int] = []
-    why: dict[int, str] = {i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded}
+
+def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig,
+            excluded: Mapping[int, str]) -> _Seats:
+    """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
+    matters when dinner is discussed without the word), then one floor seat per `always_inject_types`
+    tag, then top-K by S; floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
+    irrelevant one), and nothing may overflow the injection token budget."""
+    seats = _Seats(why={i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded})
     used_tokens = 0
-    for tag in config.always_inject_types:
+    floors = [("safety", "safety", False)] * config.safety_seats + [
+        (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
+    for tag, why, needs_relevance in floors:
         for i in order:
             c = candidates[i]
-            if tag in c.tags and i not in why and len(picked) < config.top_k:
-                if used_tokens + c.tokens > config.injection_budget and picked:
+            if i in seats.why or tag not in c.tags or len(seats.picked) >= config.top_k:
+                continue
+            if not needs_relevance or c.R >= config.min_relevance:
+                if used_tokens + c.tokens > config.injection_budget and seats.picked:
                     break
-                picked.append(i)
-                why[i] = f"floor:{tag}"
+                seats.picked.append(i)
+                seats.why[i] = why
                 used_tokens += c.tokens
                 break
-    last_seat_pos = -1
+    for i in order:  # top-K seats need relevance too (a safety record without a safety seat included)
+        if i not in seats.why and candidates[i].R < config.min_relevance:
+            seats.why[i] = f"below min relevance {config.min_relevance:g}"
     for pos, i in enumerate(order):
-        if i in why:
-            if i in picked:
-                last_seat_pos = max(last_seat_pos, pos)
+        if i in seats.why:
+            if i in seats.picked:
+                seats.last_seat_pos = max(seats.last_seat_pos, pos)
             continue
         c = candidates[i]
-        if len(picked) >= config.top_k:
-            why[i] = "top-K"
+        if len(seats.picked) >= config.top_k:
+            seats.why[i] = "top-K"
             continue
-        if used_tokens + c.tokens > config.injection_budget and picked:
-            why[i] = "budget"
+        if used_tokens + c.tokens > config.injection_budget and seats.picked:
+            seats.why[i] = "budget"
             continue
-        picked.append(i)
-        why[i] = "top-K"
+        seats.picked.append(i)
+        seats.why[i] = "top-K"
         used_tokens += c.tokens
-        last_seat_pos = pos
+        seats.last_seat_pos = pos
+    return seats
 
-    picked_set = set(picked)
-    rows: list[ScoreRow] = []
-    for pos, i in enumerate(order):
-        c = candidates[i]
-        if i in picked_set:
-            verdict = "picked"
-        elif c.record_id in excluded:
-            verdict = "dropped"
-        elif pos <= last_seat_pos + NEAR_MISS_WINDOW:
-            verdict = "near-miss"
-        else:
-            verdict = "dropped"
-        rows.append(
-            ScoreRow(
-                record_id=c.record_id,
-                ranks=dict(c.ranks),
-                path_scores={k: round(float(v), 6) for k, v in c.path_scores.items()},
-                R=round(float(R[i]), 6),
-                T=round(float(T[i]), 6),
-                F=round(float(F[i]), 6),
-                parts={
-                    "alpha_R": round(float(w.alpha * R[i]), 6),
-                    "beta_T": round(float(w.beta * T[i]), 6),
-                    "gamma_F": round(float(w.gamma * F[i]), 6),
-                    "delta": round(float(w.delta), 6),
-                },
-                S=round(float(S[i]), 6),
-                verdict=verdict,
-                why=why.get(i, "top-K"),
-                tokens=c.tokens,
-                position=pos,
-            )
-        )
-    return rows, [candidates[i].record_id for i in picked]
+
+def _verdict(c: Candidate, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:
+    if i in seats.picked:
+        return "picked"
+    if c.record_id in excluded or seats.why.get(i, "").startswith("below min relevance"):
+        return "dropped"
+    return "near-miss" if pos <= seats.last_seat_pos + NEAR_MISS_WINDOW else "dropped"
+
+
+def _row(c: Candidate, i: int, pos: int, s: _Scores, w: Weights, verdict: str, why: str) -> ScoreRow:
+    return ScoreRow(
+        record_id=c.record_id,
+        ranks=dict(c.ranks),
+        path_scores={k: round(float(v), 6) for k, v in c.path_scores.items()},
+        R=round(float(s.R[i]), 6),
+        T=round(float(s.T[i]), 6),
+        F=round(float(s.F[i]), 6),
+        parts={
+            "alpha_R": round(float(w.alpha * s.R[i]), 6),
+            "beta_T": round(float(w.beta * s.T[i]), 6),
+            "gamma_F": round(float(w.gamma * s.F[i]), 6),
+            "delta": round(float(w.delta), 6),
+        },
+        S=round(float(s.S[i]), 6),
+        verdict=verdict,
+        why=why,
+        tokens=c.tokens,
+        position=pos,
+    )
 
 
 def sensitivity(

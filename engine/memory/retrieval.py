@@ -33,6 +33,7 @@ from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.forgetting import tag_union
 from engine.core.records import MemoryRecord
 from engine.core.text import content_tokens, normalize
+from engine.core.timequery import time_match
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
@@ -76,8 +77,6 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
     if query.target_types:
         parts["type"] = 1.0 if record.memory_type in query.target_types else 0.0
     if query.time is not None:
-        from engine.core.timeparse import time_match
-
         parts["time"] = float(time_match(query.time, record.time))
     if query.location:
         loc = _normalized(query.location)
@@ -187,10 +186,24 @@ def _minmax(scores: Mapping[int, float]) -> dict[int, float]:
     return {i: (s - lo) / (hi - lo) for i, s in scores.items()}
 
 
-def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str = "minmax") -> dict[int, float]:
+def _anchored(scores: Mapping[int, float], anchor: float = 0.0) -> dict[int, float]:
+    """Scores scaled so the best is 1 and `anchor` (no evidence: a BM25 or dimension score of 0, a
+    cosine of 0) is 0; a path whose best score does not clear the anchor gives no evidence at all."""
+    if not scores:
+        return {}
+    hi = max(scores.values())
+    if hi <= anchor + 1e-12:
+        return {i: 0.0 for i in scores}
+    return {i: max(0.0, s - anchor) / (hi - anchor) for i, s in scores.items()}
+
+
+def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str = "anchored") -> dict[int, float]:
     """Relevance R per candidate in [0, 1].
 
-    mode "minmax": convex combination of min-max normalised path scores (see module doc).
+    mode "anchored" (default): convex combination of path scores scaled between "no evidence" and
+    the path's best (so a set with nothing relevant gets R = 0, and seats can be earned).
+    mode "minmax": the same with min-max scaling (the worst candidate of each path gets 0, the best
+    1, even when both are irrelevant).
     mode "seed": the first seed's set-relative cosine relevance on the dense path only.
     """
     ids = list(results.records)
@@ -203,7 +216,8 @@ def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str =
     if not active:
         return {i: 0.0 for i in ids}
     total = sum(active.values())
-    normed = {p: _minmax(getattr(results, p)) for p in active}
+    scale = _minmax if mode == "minmax" else _anchored
+    normed = {p: scale(getattr(results, p)) for p in active}
     return {i: float(sum(w * normed[p].get(i, 0.0) for p, w in active.items()) / total) for i in ids}
 
 

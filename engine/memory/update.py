@@ -1,28 +1,35 @@
-"""Dimension-aware update: block by type and keyword overlap, then cosine, then the consolidator.
+"""Dimension-aware update: block by keyword overlap, then cosine, then the consolidator.
 
-For each new record, candidates are the user's current records of the same memory type whose
-keyword sets overlap (Jaccard ≥ `update_jaccard`); only those are compared by embedding
-(cosine ≥ `update_cosine`), and only the best of those reaches the consolidator, which answers
-MERGE (reinforce the existing record, keep one), SUPERSEDE (add the new one, the old one gets
-`invalid_at` and a link to its successor; nothing is deleted) or KEEP_BOTH. The embedding
-comparisons that blocking saved, against comparing with every current record, are counted.
+For each new record, candidates are the user's current records that the full-text index finds
+for it and that state the same subject's same single-valued attribute or whose keyword sets
+overlap (Jaccard ≥ `update_jaccard`), whatever memory type each got; only those are compared by embedding (cosine ≥ the threshold), and only the best of those
+reaches the consolidator, which answers MERGE (a restatement: the existing record is reinforced,
+and re-embedded when its text changes), SUPERSEDE (add the new one; the old one gets `invalid_at`
+and a link to its successor; nothing is deleted) or KEEP_BOTH. The embedding comparisons that
+blocking saved, against comparing with every current record, are counted.
+
+The blocking and cosine steps (`block`, `best_match`) are shared with the live-window
+contradiction check, so both decide "same attribute?" the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
 
+from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.records import MemoryRecord
-from engine.core.text import content_tokens, jaccard
+from engine.core.text import content_tokens, jaccard, normalize
+from engine.memory.retrieval import record_text
 from engine.roles.types import ConsolidationInput, RecordView
 from engine.stores.base import Store
 
-__all__ = ["UpdateStats", "apply_updates", "record_view", "keyword_set"]
+__all__ = ["UpdateStats", "apply_updates", "record_view", "keyword_set", "cosine", "block", "best_match", "Match",
+           "blocking_pool", "subject_attribute"]
 
 
 @dataclass
@@ -73,10 +80,71 @@ def record_view(record: MemoryRecord) -> RecordView:
     )
 
 
-def _cos(a: Sequence[float], b: Sequence[float]) -> float:
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     va, vb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     na, nb = np.linalg.norm(va), np.linalg.norm(vb)
     return float(va @ vb / (na * nb)) if na > 0 and nb > 0 else 0.0
+
+
+def block(new: MemoryRecord, pool: Iterable[MemoryRecord], *, config: MemoryConfig) -> list[MemoryRecord]:
+    """The current records of `pool` that could be the same memory as `new`, whatever memory type
+    each got: the same subject stating the same single-valued attribute ("lives in Lisbon" and
+    "moved to Porto"), or keyword Jaccard ≥ `update_jaccard`."""
+    new_keys = keyword_set(new)
+    new_attr = subject_attribute(new)
+    return [old for old in pool if old.is_current and old.id != new.id
+            and ((new_attr is not None and subject_attribute(old) == new_attr)
+                 or jaccard(new_keys, keyword_set(old)) >= config.update_jaccard)]
+
+
+def subject_attribute(record: MemoryRecord) -> tuple[str, str] | None:
+    """(who, attribute) when the record states a single-valued attribute of someone, else None.
+
+    Who is the first word before the stated value ("Li" in "Li lives in Porto"); the speaker's own
+    statements ("The user …", "I …", or the speaker's name) all count as the speaker."""
+    found = stated_attribute(record.content)
+    if found is None:
+        return None
+    cut = record.content.find(found.raw) if found.raw else -1
+    words = content_tokens(record.content[:cut] if cut > 0 else record.content)
+    speaker = normalize(record.source.speaker).strip() if record.source and record.source.speaker else ""
+    who = words[0] if words else ""
+    if who in ("user", "i", "me", "my", "我") or (speaker and who == speaker.split()[0]):
+        who = f"speaker:{speaker or 'user'}"
+    return who, found.name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Match:
+    """The cosine step's outcome: the best blocked record at or above the threshold (or None),
+    its cosine, and how many embedding comparisons it took."""
+
+    record: MemoryRecord | None
+    cosine: float
+    compared: int
+
+
+def best_match(vector: Sequence[float], blocked: Sequence[MemoryRecord], stored: Mapping[int, Sequence[float]], *,
+               threshold: float) -> Match:
+    """The blocked record most similar to `vector`, if its cosine reaches `threshold`."""
+    best: MemoryRecord | None = None
+    best_cos = 0.0
+    compared = 0
+    for r in blocked:
+        if r.id not in stored:
+            continue
+        compared += 1
+        c = cosine(vector, stored[r.id])
+        if c >= threshold and (best is None or c > best_cos):
+            best, best_cos = r, c
+    return Match(record=best, cosine=best_cos, compared=compared)
+
+
+def blocking_pool(store: Store, user_id: str, record: MemoryRecord, *, k: int) -> list[MemoryRecord]:
+    """The records the full-text index finds for `record` (a bounded candidate pool)."""
+    query = " ".join([record.content, *record.keywords])
+    hits = [rid for rid, _ in store.search_bm25(user_id, query, k=k)]
+    return store.get_records(user_id, hits)
 
 
 def apply_updates(
@@ -89,58 +157,40 @@ def apply_updates(
     config: MemoryConfig,
     now: datetime,
     cosine_threshold: float | None = None,
+    embed: Callable[[list[str]], list[list[float]]] | None = None,
 ) -> UpdateStats:
     """Write `records` through the dimension-aware update; call inside the event's transaction.
 
     `cosine_threshold` defaults to `config.update_cosine`; a cosine threshold only means something
     for one embedding model, so the engine passes the embedder's calibrated value when the config
-    leaves it unset (DimMem's 0.7 is MiniLM's).
+    leaves it unset (DimMem's 0.7 is MiniLM's). `embed` re-embeds a merged record whose text
+    changed (without it the new record's vector is kept, which only approximates the merged text).
     """
     stats = UpdateStats()
     threshold = cosine_threshold if cosine_threshold is not None else (config.update_cosine or 0.7)
+    current = store.count_records(user_id, include_invalid=False) if records else 0
     for rec, vec in zip(records, vectors, strict=True):
-        current = store.count_records(user_id, include_invalid=False)
         stats.comparisons_without_blocking += current
-        query = " ".join([rec.content, *rec.keywords])
-        hits = [rid for rid, _ in store.search_bm25(user_id, query, k=config.candidate_k)]
-        pool = [r for r in store.get_records(user_id, hits) if r.is_current and r.memory_type == rec.memory_type]
-        new_keys = keyword_set(rec)
-        blocked = [r for r in pool if jaccard(new_keys, keyword_set(r)) >= config.update_jaccard]
-        best: tuple[float, MemoryRecord] | None = None
-        if blocked:
-            stored = store.vectors(user_id, [r.id for r in blocked])
-            for r in blocked:
-                if r.id not in stored:
-                    continue
-                stats.comparisons_done += 1
-                c = _cos(vec, stored[r.id])
-                if c >= threshold and (best is None or c > best[0]):
-                    best = (c, r)
-        if best is None:
+        blocked = block(rec, blocking_pool(store, user_id, rec, k=config.candidate_k), config=config)
+        found = best_match(vec, blocked, store.vectors(user_id, [r.id for r in blocked]) if blocked else {},
+                           threshold=threshold)
+        stats.comparisons_done += found.compared
+        if found.record is None:
             stats.added.append(store.add_records([rec], [vec])[0].id)
+            current += 1
             continue
-        cosine, old = best
+        sim, old = found.cosine, found.record
         stats.consolidator_calls += 1
-        decision = decide(ConsolidationInput(new=record_view(rec), existing=record_view(old), cosine=round(cosine, 6)))
-        info = {"existing": old.id, "cosine": round(cosine, 4), "reason": getattr(decision, "reason", "")}
+        decision = decide(ConsolidationInput(new=record_view(rec), existing=record_view(old), cosine=round(sim, 6)))
+        info = {"existing": old.id, "cosine": round(sim, 4), "reason": getattr(decision, "reason", "")}
         action = getattr(decision, "action", "KEEP_BOTH")
         if action == "MERGE":
-            merged_content = getattr(decision, "merged_content", None) or old.content
-            keywords = tuple(dict.fromkeys([*old.keywords, *rec.keywords]))
-            merged = replace(
-                old,
-                content=merged_content,
-                keywords=keywords,
-                tags=tuple(dict.fromkeys([*old.tags, *rec.tags])),
-                time=old.time or rec.time,
-                location=old.location or rec.location,
-                reason=old.reason or rec.reason,
-                purpose=old.purpose or rec.purpose,
-                strengthen_count=old.strengthen_count + 1,
-                last_reinforced_at=now,
-            )
-            store.update_record(merged, vec if merged_content != old.content else None)
-            stats.merged.append(info)
+            merged = _merged(old, rec, getattr(decision, "merged_content", None) or old.content, now)
+            new_vec = None
+            if merged.content != old.content:
+                new_vec = embed([record_text(merged)])[0] if embed is not None else vec
+            store.update_record(merged, new_vec)
+            stats.merged.append({**info, "reembedded": new_vec is not None})
         elif action == "SUPERSEDE":
             new = store.add_records([rec], [vec])[0]
             store.supersede(user_id, old.id, new.id, now)
@@ -148,6 +198,23 @@ def apply_updates(
             stats.superseded.append({**info, "successor": new.id})
         else:
             new = store.add_records([rec], [vec])[0]
+            current += 1
             stats.added.append(new.id)
             stats.kept_both.append({**info, "new": new.id})
     return stats
+
+
+def _merged(old: MemoryRecord, new: MemoryRecord, content: str, now: datetime) -> MemoryRecord:
+    """The existing record restated by `new`: union of keywords and tags, missing dimensions filled."""
+    return replace(
+        old,
+        content=content,
+        keywords=tuple(dict.fromkeys([*old.keywords, *new.keywords])),
+        tags=tuple(dict.fromkeys([*old.tags, *new.tags])),
+        time=old.time or new.time,
+        location=old.location or new.location,
+        reason=old.reason or new.reason,
+        purpose=old.purpose or new.purpose,
+        strengthen_count=old.strengthen_count + 1,
+        last_reinforced_at=now,
+    )

@@ -39,14 +39,23 @@ class Models:
 
     @classmethod
     def scripted(cls) -> Models:
+        """The offline stand-ins for every role (their `chat` is the scripted chat model).
+
+        This is the one way code outside engine.roles.scripted gets a scripted role, e.g.
+        `Models.scripted().chat` for a scripted LangChain chat model.
+        """
         from engine.roles.scripted import scripted_roles
 
         return cls(**scripted_roles(), mode="scripted", label="scripted models (offline stand-ins)")
 
     @classmethod
-    def real(cls, settings: Any = None, *, ledger: Ledger | None = None) -> Models:
+    def real(cls, settings: Any = None) -> Models:
+        """Real roles on the chat model `settings` describe (ModelSettings.from_env() by default).
+
+        Their calls go to the ledger the engine binds (MemoryEngine does it in its constructor);
+        read them from `engine.ledger`.
+        """
         from engine.roles.llm import ModelSettings, real_roles
 
         settings = settings or ModelSettings.from_env()
-        roles = real_roles(settings, ledger or Ledger())
-        return cls(**roles, mode="real", label=f"real: {settings.model}", settings=settings)
+        return cls(**real_roles(settings), mode="real", label=f"real: {settings.model}", settings=settings)

@@ -1,7 +1,7 @@
 """The model roles: typed inputs and outputs (pydantic, the I/O boundary) and one protocol each.
 
-Every role has a scripted, offline implementation (engine.scripted) and a real one on any
-LangChain chat model with structured output (engine.llm). The engine only sees these types.
+Every role has a scripted, offline implementation (engine.roles.scripted) and a real one on any
+LangChain chat model with structured output (engine.roles.llm). The engine only sees these types.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ class ExtractedRecord(_Model):
 
     content: str = Field(description="self-contained: pronouns resolved, relative times absolute")
     memory_type: Literal["fact", "episodic", "profile"] = "fact"
-    tags: list[Literal["identity", "decision", "preference", "fact", "episode", "chat"]] = Field(
-        default_factory=lambda: ["fact"]
+    tags: list[Literal["identity", "decision", "preference", "fact", "episode", "chat", "safety"]] = Field(
+        default_factory=lambda: ["fact"],
+        description="salience; 'safety' for allergies, medical, legal and accessibility constraints",
     )
     theme: str = ""
     time: str | None = Field(
@@ -78,6 +79,8 @@ class ExtractedRecord(_Model):
     keywords: list[str] = Field(default_factory=list)
     source_ids: list[int] = Field(default_factory=list, description="ids of the new messages it rests on")
     speaker: str = "user"
+    lasting: bool = Field(default=True, description="False for a one-off instruction or request that applies "
+                                                    "once ('only this time', 'just for this order')")
 
 
 class ExtractionOutput(_Model):
@@ -126,6 +129,7 @@ class RecordView(_Model):
     purpose: str | None = None
     keywords: list[str] = Field(default_factory=list)
     theme: str = ""
+    lasting: bool = True
 
 
 class ConsolidationInput(_Model):

@@ -1,0 +1,132 @@
+"""The live-window guard: what a user just said, not yet extracted, can already overrule memory.
+
+A stored record that a pending (said, not yet extracted) user message contradicts is not served as
+current, and its profile values are held back; the next event's update supersedes it for good.
+The guard uses the configured roles, so its decisions are the designed ones with a real model:
+
+1. which pending user messages to read: under `live_contradiction = "cues"` (the default) only
+   those carrying a change cue (`CHANGE_CUES`: "moved", "new", "no longer", "现在", "搬", ...),
+   which keeps a real model's extra calls rare; under "always" every one; "off" disables the guard;
+2. the configured extractor reads them (one call for the messages not read before; results are
+   cached per message, so a message that stays pending costs one call, not one per turn);
+3. each live record is paired with the retrieval's candidates by the update step's own blocking
+   and cosine (`engine.memory.update.block` / `best_match`);
+4. the configured consolidator decides; SUPERSEDE means "held back", with its reason.
+
+Every check that read a message is logged as a `contradiction` event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from engine.core.config import GUARD_MODES
+from engine.core.records import MemoryRecord, Message
+from engine.memory.context import EngineContext
+from engine.memory.extraction import profile_name, to_records, window_message
+from engine.memory.retrieval import record_text
+from engine.memory.update import best_match, block, record_view
+from engine.roles.types import ConsolidationInput, ExtractionInput
+
+__all__ = ["LiveRecords", "held_back", "has_change_cue", "CHANGE_CUES", "GUARD_MODES"]
+
+
+#: Words that announce a change of something already known (English and Chinese).
+CHANGE_CUES = (
+    "moved", "move", "moving", "relocated", "relocating", "now", "new", "newly", "changed", "change", "switched",
+    "switch", "no longer", "anymore", "any more", "not any", "actually", "instead", "updated", "update",
+    "replaced", "just got", "quit", "left", "divorced", "married", "engaged", "renamed", "rename", "call me",
+    "from now on", "these days", "nowadays", "stopped", "started", "became", "correction",
+    "搬", "换", "现在", "不再", "改", "新的", "其实", "已经", "辞职", "离开", "结婚", "离婚", "以后", "不是",
+)
+_CUE_RE = re.compile(
+    "|".join(rf"\b{re.escape(c)}\b" if c.isascii() else re.escape(c) for c in CHANGE_CUES), re.IGNORECASE)
+
+
+def has_change_cue(text: str) -> bool:
+    """Whether a message announces a change (a cheap rule deciding whether the guard reads it)."""
+    return bool(_CUE_RE.search(text))
+
+
+class LiveRecords:
+    """What the extractor made of each pending user message, and what the consolidator said of each
+    pairing with a stored record: cached (bounded), so a message that stays pending for several
+    turns costs its model calls once."""
+
+    def __init__(self, max_messages: int = 2048):
+        self.max_messages = max_messages
+        self._by_message: OrderedDict[tuple[str, int], list[MemoryRecord]] = OrderedDict()
+        self._decisions: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
+
+    def decide(self, ctx: EngineContext, user_id: str, new: MemoryRecord, old: MemoryRecord, sim: float) -> Any:
+        """The consolidator's decision on a live record against a stored one (asked once per pair)."""
+        key = (user_id, new.content, old.id)
+        if key not in self._decisions:
+            self._decisions[key] = ctx.call_role("consolidator", ctx.models.consolidator.decide, ConsolidationInput(
+                new=record_view(new), existing=record_view(old), cosine=round(sim, 6)))
+            while len(self._decisions) > 4 * self.max_messages:
+                self._decisions.popitem(last=False)
+        self._decisions.move_to_end(key)
+        return self._decisions[key]
+
+    def read(self, ctx: EngineContext, user_id: str, session_id: str, messages: Sequence[Message],
+             now: datetime) -> tuple[list[MemoryRecord], list[int]]:
+        """The live records of `messages` and the ids read by the extractor on this call."""
+        fresh = [m for m in messages if (user_id, m.id) not in self._by_message]
+        if fresh:
+            name = profile_name(ctx.store.get_profile(user_id))
+            out = ctx.call_role("extractor", ctx.models.extractor.extract, ExtractionInput(
+                user_id=user_id, session_id=session_id, new=[window_message(m, name) for m in fresh]))
+            recs = to_records(out, fresh, user_id=user_id, session_id=session_id, now=now)
+            for m in fresh:
+                self._remember((user_id, m.id), [r for r in recs if r.source and m.id in r.source.message_ids])
+        live = [r for m in messages for r in self._by_message.get((user_id, m.id), [])]
+        return live, [m.id for m in fresh]
+
+    def _remember(self, key: tuple[str, int], recs: list[MemoryRecord]) -> None:
+        self._by_message[key] = recs
+        self._by_message.move_to_end(key)
+        while len(self._by_message) > self.max_messages:
+            self._by_message.popitem(last=False)
+
+    def forget_user(self, user_id: str) -> None:
+        for key in [k for k in self._by_message if k[0] == user_id]:
+            del self._by_message[key]
+        for dkey in [k for k in self._decisions if k[0] == user_id]:
+            del self._decisions[dkey]
+
+
+def held_back(ctx: EngineContext, cache: LiveRecords, user_id: str, session_id: str,
+              candidates: Mapping[int, MemoryRecord], pending: Sequence[Message], *, now: datetime,
+              event_no: int | None = None) -> dict[int, str]:
+    """Candidate record id → why the live window overrules it (empty when nothing does)."""
+    mode = ctx.config.live_contradiction
+    said = [m for m in pending if m.role == "user" and (mode == "always" or has_change_cue(m.content))]
+    if mode == "off" or not said or not candidates:
+        return {}
+    live, read_now = cache.read(ctx, user_id, session_id, said, now)
+    held: dict[int, str] = {}
+    compared: list[dict] = []
+    if live:
+        vecs = ctx.embedder.embed_documents([record_text(r) for r in live])
+        stored = ctx.store.vectors(user_id, list(candidates))
+        pool = [r for r in candidates.values() if r.is_current]
+        for new, vec in zip(live, vecs, strict=True):
+            match = best_match(vec, block(new, [r for r in pool if r.id not in held], config=ctx.config), stored,
+                               threshold=ctx.update_cosine)
+            if match.record is None:
+                continue
+            decision = cache.decide(ctx, user_id, new, match.record, match.cosine)
+            action = getattr(decision, "action", "KEEP_BOTH")
+            compared.append({"live": new.content, "stored": match.record.id, "cosine": round(match.cosine, 4),
+                             "action": action})
+            if action == "SUPERSEDE":
+                held[match.record.id] = f"contradicted by the live window: {getattr(decision, 'reason', '')}"
+    ctx.log(user_id, session_id, "contradiction", {
+        "mode": mode, "messages": [m.id for m in said], "read_now": read_now, "live_records": len(live),
+        "compared": compared, "held": held}, event_no=event_no)
+    return held

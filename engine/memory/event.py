@@ -1,0 +1,134 @@
+"""Step 3, the event: extract in overlapping windows → update → tune → induct → truncate.
+
+One event per gate opening (or per new session catching up, or per batch ingest). Each window's
+records, vectors, full-text rows and the cursor move land in one transaction, so a failure or a
+kill leaves the window's messages pending for the next event; nothing is lost and the cursor only
+moves past messages that were extracted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.core.records import MemoryRecord, Message
+from engine.memory.context import EngineContext
+from engine.memory.extraction import Window, profile_name, to_records, windows
+from engine.memory.gate import mature_prefix
+from engine.memory.profile import correct_profile, induct
+from engine.memory.results import EventOutcome
+from engine.memory.retrieval import record_text
+from engine.memory.update import UpdateStats, apply_updates
+from engine.memory.weights import tune_theme
+from engine.roles.types import ExtractionOutput
+
+__all__ = ["run_event", "new_event_no"]
+
+
+def new_event_no(ctx: EngineContext, user_id: str) -> int:
+    """The user's next event number (kept in the store, so it survives a restart)."""
+    n = int(ctx.store.get_kv(user_id, "event-counter") or 0) + 1
+    ctx.store.set_kv(user_id, "event-counter", n)
+    return n
+
+
+def run_event(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int, mature_only: bool,
+              log_session: str, upto_id: int | None = None) -> EventOutcome:
+    """Run one event over the session's pending messages: only the mature prefix if `mature_only`,
+    only ids ≤ `upto_id` when given (a window overflow extracts what is about to leave the window)."""
+    store, cfg, now = ctx.store, ctx.config, ctx.now()
+    cursor = store.get_cursor(user_id, session_id, "extract")
+    pending = store.messages(user_id, session_id=session_id, after_id=cursor, upto_id=upto_id)
+    if mature_only:
+        pending = mature_prefix(pending, now, cfg.slice_gate_seconds)
+    if not pending:
+        ctx.log(user_id, log_session, "extract", {"session": session_id, "messages": 0, "records": 0},
+                event_no=event_no)
+        return EventOutcome(event_no=event_no)
+    before = store.messages(user_id, session_id=session_id, upto_id=cursor, newest_first=True,
+                            limit=cfg.overlap) if cfg.overlap else []
+    before.reverse()
+    themes: Counter[str] = Counter()
+    samples: dict[str, list[str]] = {}
+    added: list[int] = []
+    merged: list[int] = []
+    superseded: list[int] = []
+    corrections: list[int] = []
+    errors = 0
+    for window in windows(pending, before, size=cfg.window, overlap=cfg.overlap):
+        done = _extract_window(ctx, user_id, session_id, window, event_no=event_no, log_session=log_session)
+        if done is None:
+            errors += 1
+            break
+        stats = done.stats
+        for r in done.records:
+            if r.theme:
+                themes[r.theme] += 1
+                samples.setdefault(r.theme, []).append(r.content)
+        added.extend(stats.added)
+        merged.extend(x["existing"] for x in stats.merged)
+        superseded.extend(x["existing"] for x in stats.superseded)
+        inducted_upto = store.get_cursor(user_id, "", "induct")
+        corrections.extend(x["successor"] for x in stats.superseded if x["existing"] <= inducted_upto)
+    if themes:
+        theme = themes.most_common(1)[0][0]
+        tune_theme(ctx, user_id, log_session, theme, samples[theme][-8:], event_no=event_no)
+    if corrections:
+        correct_profile(ctx, user_id, log_session, corrections, event_no=event_no)
+    induct(ctx, user_id, log_session, event_no=event_no)
+    new_cursor = store.get_cursor(user_id, session_id, "extract")
+    ctx.log(user_id, log_session, "truncate", {
+        "session": session_id, "cursor": new_cursor,
+        "still_pending": store.count_messages(user_id, session_id=session_id, after_id=new_cursor),
+    }, event_no=event_no)
+    return EventOutcome(event_no=event_no, added=tuple(added), superseded=tuple(superseded), merged=tuple(merged),
+                        errors=errors)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _WindowDone:
+    records: list[MemoryRecord]
+    stats: UpdateStats
+
+
+def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: Window, *, event_no: int,
+                    log_session: str) -> _WindowDone | None:
+    """Extract one window and write its records through the update step, with the cursor move, in
+    one transaction. A failure logs, tells the recovery hook and returns None (messages stay pending)."""
+    store, cfg, now = ctx.store, ctx.config, ctx.now()
+    chunk = window.new
+    inp = window.as_input(user_id, session_id, profile_name(store.get_profile(user_id)))
+    try:
+        out: ExtractionOutput = ctx.call_role("extractor", ctx.models.extractor.extract, inp)
+        with store.transaction():
+            recs = to_records(out, chunk, user_id=user_id, session_id=session_id, now=now)
+            vecs = ctx.embedder.embed_documents([record_text(r) for r in recs]) if recs else []
+            stats = apply_updates(store, user_id=user_id, records=recs, vectors=vecs,
+                                  decide=lambda ci: ctx.call_role("consolidator", ctx.models.consolidator.decide, ci),
+                                  config=cfg, now=now, cosine_threshold=ctx.update_cosine,
+                                  embed=ctx.embedder.embed_documents)
+            store.set_cursor(user_id, session_id, "extract", chunk[-1].id)
+    except Exception as exc:  # a model, embedder or store failure must not lose messages
+        _fail(ctx, user_id, log_session, "extract", chunk, exc, event_no)
+        return None
+    ctx.log(user_id, log_session, "extract", {
+        "session": session_id,
+        "message_ids": [m.id for m in chunk],
+        "context_ids": [m.id for m in window.context],
+        "records": len(recs),
+        "contents": [r.content for r in recs],
+    }, event_no=event_no)
+    ctx.log(user_id, log_session, "update", {"session": session_id, **stats.to_dict()}, event_no=event_no)
+    if stats.merged:
+        ctx.log(user_id, log_session, "reinforce", {"record_ids": [x["existing"] for x in stats.merged],
+                                                   "cause": "restated", "at": now.isoformat()}, event_no=event_no)
+    return _WindowDone(records=recs, stats=stats)
+
+
+def _fail(ctx: EngineContext, user_id: str, session_id: str, step: str, chunk: Sequence[Message],
+          exc: BaseException, event_no: int) -> None:
+    ids = [m.id for m in chunk]
+    ctx.log(user_id, session_id, "error", {"step": step, "message_ids": ids, "error": f"{type(exc).__name__}: {exc}",
+                                           "kept_pending": True}, event_no=event_no)
+    ctx.recovery.on_failure(step=step, user_id=user_id, session_id=session_id, message_ids=ids, error=exc)

@@ -1,0 +1,82 @@
+"""Extraction windows and the records they yield.
+
+An event extracts the pending messages in overlapping windows: each window's `new` messages are
+the ones its records may rest on; the `overlap` messages before them are context only. The
+extractor's proposals become `MemoryRecord`s here: source ids outside the window fall back to the
+window's last message, times are parsed into spans, the source time is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from engine.core.errors import MemlabError
+from engine.core.records import MemoryRecord, Message, SourcePointer, UserProfile
+from engine.core.timespans import parse_time_label
+from engine.roles.types import ExtractionInput, ExtractionOutput, WindowMessage
+
+__all__ = ["Window", "windows", "window_message", "profile_name", "to_records"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Window:
+    """One extraction window: context messages (not extracted) and new messages (extracted)."""
+
+    context: tuple[Message, ...]
+    new: tuple[Message, ...]
+
+    def as_input(self, user_id: str, session_id: str, name: str | None) -> ExtractionInput:
+        return ExtractionInput(user_id=user_id, session_id=session_id,
+                               context=[window_message(m, name) for m in self.context],
+                               new=[window_message(m, name) for m in self.new])
+
+
+def windows(pending: Sequence[Message], before: Sequence[Message], *, size: int, overlap: int) -> Iterator[Window]:
+    """Overlapping windows over `pending`; `before` is the tail already processed (for context)."""
+    step = size - overlap
+    for start in range(0, len(pending), step):
+        chunk = tuple(pending[start:start + step])
+        context = tuple((list(before) + list(pending[:start]))[-overlap:]) if overlap else ()
+        yield Window(context=context, new=chunk)
+
+
+def profile_name(profile: UserProfile) -> str | None:
+    """The user's name as the profile knows it (its `name` field), if any."""
+    values = profile.fields.get("name") or ()
+    return values[-1] if values else None
+
+
+def window_message(m: Message, name: str | None = None) -> WindowMessage:
+    """A message as the extractor sees it; the user's own messages carry the user's known name."""
+    speaker = m.name or (name if m.role == "user" and name else m.role)
+    return WindowMessage(id=m.id or 0, role=m.role, speaker=speaker, content=m.content, at=m.created_at)
+
+
+def to_records(out: ExtractionOutput, chunk: Sequence[Message], *, user_id: str, session_id: str,
+               now: datetime) -> list[MemoryRecord]:
+    """The extractor's proposals as records grounded in `chunk` (empty contents are dropped)."""
+    by_id = {m.id: m for m in chunk}
+    recs: list[MemoryRecord] = []
+    for x in out.records:
+        if not x.content.strip():
+            continue
+        ids = tuple(i for i in x.source_ids if i in by_id) or (chunk[-1].id,)
+        src_time = min(by_id[i].created_at for i in ids)
+        span = None
+        if x.time:
+            try:
+                span = parse_time_label(x.time, src_time.tzinfo)
+            except (ValueError, MemlabError):
+                span = None
+        speaker = x.speaker or window_message(by_id[ids[0]]).speaker
+        recs.append(MemoryRecord(
+            user_id=user_id, content=x.content.strip(), memory_type=x.memory_type,
+            tags=tuple(dict.fromkeys(x.tags)) or ("fact",), theme=x.theme, time=span,
+            location=x.location, reason=x.reason, purpose=x.purpose,
+            keywords=tuple(dict.fromkeys(k for k in x.keywords if k.strip())),
+            source=SourcePointer(session_id=session_id, message_ids=ids, speaker=speaker),
+            created_at=now, last_reinforced_at=now, valid_from=src_time,
+        ))
+    return recs

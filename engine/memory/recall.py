@@ -1,0 +1,102 @@
+"""Step 4, retrieval as a turn runs it: parse → three paths → fusion → forgetting-curve ranking.
+
+One function (`retrieve`) is what the turn, the lab, the benchmarks and library users call. Floor
+candidates (records carrying an `always_inject_types` tag) are the newest `candidate_k` current
+records per such tag, like any other path's top-k; the live-window guard marks candidates the
+user just contradicted; the scoring log keeps every candidate's breakdown when asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from engine.core.config import MemoryConfig
+from engine.core.records import MemoryRecord
+from engine.memory.context import EngineContext
+from engine.memory.contradiction import LiveRecords, held_back
+from engine.memory.injection import render_record
+from engine.memory.ranking import rank_candidates
+from engine.memory.results import Retrieval
+from engine.memory.retrieval import PathResults, candidate_inputs, fuse, gather
+from engine.memory.weights import weights_for
+from engine.memory.window import pending_messages
+from engine.roles.types import ParsedQuery, QueryInput
+from engine.stores.base import Store
+
+__all__ = ["retrieve", "rescore", "parse_query", "assistant_replies"]
+
+
+def parse_query(ctx: EngineContext, text: str, *, speaker: str | None, now: datetime) -> ParsedQuery:
+    out = ctx.call_role("query_parser", ctx.models.query_parser.parse, QueryInput(text=text, now=now, speaker=speaker))
+    return ParsedQuery.model_validate(out, from_attributes=True)
+
+
+def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *, session_id: str | None,
+             config: MemoryConfig, now: datetime, speaker: str | None = None, log: bool = False,
+             event_no: int | None = None) -> Retrieval:
+    """Tri-path retrieval and forgetting-curve ranking inside the user's partition."""
+    cfg, store = config, ctx.store
+    parsed = parse_query(ctx, query, speaker=speaker, now=now)
+    qvec = ctx.embedder.embed_query(parsed.text) if "dense" in cfg.paths else None
+    floor_tags = (*cfg.always_inject_types, *(("safety",) if cfg.safety_seats else ()))
+    floor_ids = sorted({r.id for tag in dict.fromkeys(floor_tags) for r in store.records(
+        user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)})
+    results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=floor_ids,
+                     paths=cfg.paths)
+    R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
+    candidates = candidate_inputs(results, R, now=now, count_tokens=lambda r: ctx.counter.count(render_record(r)))
+    theme = _dominant_theme(results, R)
+    weights = weights_for(store, user_id, theme, default=cfg.weights, tuned=cfg.tune_weights)
+    excluded: dict[int, str] = {}
+    if session_id and not cfg.include_history:
+        excluded = held_back(ctx, live, user_id, session_id, results.records,
+                             pending_messages(store, user_id, session_id), now=now, event_no=event_no)
+    rows, picked = rank_candidates(candidates, config=cfg, weights=weights, excluded=excluded)
+    replies = assistant_replies(store, user_id, [results.records[i] for i in picked]) if parsed.needs_assistant else {}
+    event_id = None
+    if log:
+        ev = ctx.log(user_id, session_id or "", "retrieve", {
+            "query": parsed.model_dump(mode="json"),
+            "theme": theme,
+            "weights": weights.to_dict(),
+            "candidates": len(rows),
+            "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
+            "picked": picked,
+            "assistant_recall": bool(parsed.needs_assistant),
+        }, event_no=event_no)
+        store.append_scores(ev.id, user_id, rows)
+        event_id = ev.id
+    return Retrieval(query=parsed, rows=rows, records=results.records, picked=picked, candidates=candidates,
+                     weights=weights, at=now, event_id=event_id, assistant_replies=replies, excluded=excluded)
+
+
+def rescore(retrieval: Retrieval, config: MemoryConfig, weights=None) -> Retrieval:
+    """What-if: re-rank the same candidates under another config, touching nothing stored."""
+    w = weights or config.weights
+    rows, picked = rank_candidates(retrieval.candidates, config=config, weights=w, excluded=retrieval.excluded)
+    return Retrieval(query=retrieval.query, rows=rows, records=retrieval.records, picked=picked,
+                     candidates=retrieval.candidates, weights=w, at=retrieval.at, event_id=None,
+                     assistant_replies=retrieval.assistant_replies, excluded=retrieval.excluded)
+
+
+def assistant_replies(store: Store, user_id: str, records: Sequence[MemoryRecord]) -> dict[int, str]:
+    """Dynamic assistant recall: the assistant reply that followed each record's source."""
+    out: dict[int, str] = {}
+    for r in records:
+        if r.source is None or not r.source.message_ids:
+            continue
+        after = max(r.source.message_ids)
+        for m in store.messages(user_id, session_id=r.source.session_id, after_id=after, limit=4):
+            if m.role == "assistant":
+                out[r.id] = m.content
+                break
+    return out
+
+
+def _dominant_theme(results: PathResults, R: Mapping[int, float]) -> str | None:
+    scored = sorted(results.records.values(), key=lambda r: (-R.get(r.id, 0.0), r.id))
+    for r in scored[:3]:
+        if r.theme:
+            return r.theme
+    return None

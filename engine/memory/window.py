@@ -1,0 +1,71 @@
+"""Working memory: the live window of a session, and the part of it that fits the context budget.
+
+The window is the session's pending (not yet extracted) messages plus the last `keep_recent`
+processed ones; every read is bounded (the tail behind the cursor, and what is pending).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from engine.core.config import MemoryConfig
+from engine.core.forgetting import maturity
+from engine.core.records import Message
+from engine.core.tokens import TokenCounter
+from engine.memory.results import WorkingItem
+from engine.stores.base import Store
+
+__all__ = ["pending_messages", "window_messages", "working_items", "fit_window"]
+
+
+def pending_messages(store: Store, user_id: str, session_id: str) -> list[Message]:
+    """The session's messages past its extract cursor (said, not yet in memory)."""
+    cursor = store.get_cursor(user_id, session_id, "extract")
+    return store.messages(user_id, session_id=session_id, after_id=cursor)
+
+
+def window_messages(store: Store, user_id: str, session_id: str, *, keep_recent: int) -> tuple[list[Message], int]:
+    """The live window (last `keep_recent` processed messages, then the pending ones) and the cursor."""
+    cursor = store.get_cursor(user_id, session_id, "extract")
+    recent = store.messages(user_id, session_id=session_id, upto_id=cursor, newest_first=True,
+                            limit=keep_recent) if keep_recent else []
+    recent.reverse()
+    return recent + store.messages(user_id, session_id=session_id, after_id=cursor), cursor
+
+
+def working_items(messages: Sequence[Message], *, cursor: int, now: datetime, config: MemoryConfig) -> list[WorkingItem]:
+    """Each window message with its age and maturity at `now`."""
+    out = []
+    for m in messages:
+        age = max(0.0, (now - m.created_at).total_seconds())
+        mat = maturity(age, tau_m=config.tau_m, c_m=config.c_m)
+        out.append(WorkingItem(message=m, age_seconds=age, maturity=mat, mature=mat >= config.slice_value,
+                               pending=(m.id or 0) > cursor))
+    return out
+
+
+def fit_window(messages: Sequence[Any], budget: int, counter: TokenCounter) -> list[Any]:
+    """The newest messages that fit `budget` tokens (the current, last one always stays).
+
+    Works on `Message`s and on `{"role", "content"}` mappings alike, so a baseline without memory
+    gets exactly the engine's window. Messages left out are not lost: they are archived and, if
+    pending, still extracted. The window never opens on a tool result whose call was cut off.
+    """
+    kept: list[Any] = []
+    used = 0
+    for m in reversed(messages):
+        cost = counter.count_messages([{"content": _field(m, "content")}])
+        if kept and used + cost > budget:
+            break
+        kept.append(m)
+        used += cost
+    kept.reverse()
+    while len(kept) > 1 and _field(kept[0], "role") == "tool":
+        kept.pop(0)
+    return kept
+
+
+def _field(m: Any, name: str) -> Any:
+    return m[name] if isinstance(m, Mapping) else getattr(m, name)

@@ -1,0 +1,73 @@
+"""`ScriptedConsolidator`: MERGE / SUPERSEDE / KEEP_BOTH by rule.
+
+Episodes merge only when they are the same event (same time, overlapping content). Statements of
+the same single-valued attribute (engine.core.attributes) merge when their values agree and
+supersede when the value changed; a changed number, an explicit change ("no longer", "now
+prefers") or a reversed preference supersedes; near-identical statements merge.
+"""
+
+from __future__ import annotations
+
+from engine.core.attributes import attribute_of, values_agree
+from engine.core.text import content_tokens, jaccard, normalize
+from engine.roles.scripted.lang import CHANGE, NEGATIVE_PREFERENCE
+from engine.roles.types import ConsolidationDecision, ConsolidationInput
+
+__all__ = ["ScriptedConsolidator"]
+
+
+def _richer(a: str, b: str) -> str:
+    ta, tb = set(content_tokens(a)), set(content_tokens(b))
+    if len(tb) > len(ta) or (len(tb) == len(ta) and len(b) > len(a)):
+        return b
+    return a
+
+
+class ScriptedConsolidator:
+    """MERGE / SUPERSEDE / KEEP_BOTH by record type (fact: values; episodic: same event; profile)."""
+
+    def decide(self, inp: ConsolidationInput) -> ConsolidationDecision:
+        new, old = inp.new, inp.existing
+        new_tokens, old_tokens = content_tokens(new.content), content_tokens(old.content)
+        overlap = jaccard(new_tokens, old_tokens)
+        same_text = normalize(new.content).strip(" .。") == normalize(old.content).strip(" .。")
+        merged = _richer(old.content, new.content)
+        kind = new.memory_type
+        if same_text:
+            return ConsolidationDecision(action="MERGE", merged_content=merged, reason="same statement")
+
+        if kind == "episodic":
+            if new.time and new.time == old.time and overlap >= 0.5:
+                return ConsolidationDecision(action="MERGE", merged_content=merged, reason=f"same event on {new.time}")
+            return ConsolidationDecision(action="KEEP_BOTH", reason="different events (time or content differ)")
+
+        new_attr, old_attr = attribute_of(new.content), attribute_of(old.content)
+        if new_attr and old_attr and new_attr[0] == old_attr[0]:
+            if values_agree(new_attr[1], old_attr[1]):  # same value, or a refinement ("Beijing" / "Beijing Chaoyang")
+                return ConsolidationDecision(action="MERGE", merged_content=merged, reason=f"same {new_attr[0]}")
+            return ConsolidationDecision(
+                action="SUPERSEDE", reason=f"{new_attr[0]} changed from {old_attr[1]!r} to {new_attr[1]!r}"
+            )
+        digits_new = {t for t in new_tokens if any(c.isdigit() for c in t)}
+        digits_old = {t for t in old_tokens if any(c.isdigit() for c in t)}
+        words_overlap = jaccard(set(new_tokens) - digits_new, set(old_tokens) - digits_old)
+        if digits_new and digits_old and digits_new != digits_old and words_overlap >= 0.6 and kind != "episodic":
+            return ConsolidationDecision(action="SUPERSEDE", reason="same statement with a changed number")
+
+        if kind == "profile" or "preference" in new.tags:
+            negative_new, negative_old = NEGATIVE_PREFERENCE.search(new.content), NEGATIVE_PREFERENCE.search(old.content)
+            polarity_flip = bool(negative_new) != bool(negative_old)
+            if CHANGE.search(new.content) and overlap >= 0.2:
+                return ConsolidationDecision(action="SUPERSEDE", reason="explicit change of preference")
+            if polarity_flip and words_overlap >= 0.4:
+                return ConsolidationDecision(action="SUPERSEDE", reason="preference reversed")
+            if overlap >= 0.6:
+                return ConsolidationDecision(action="MERGE", merged_content=merged, reason="same preference")
+            return ConsolidationDecision(action="KEEP_BOTH", reason="different preferences")
+
+        if CHANGE.search(new.content) and overlap >= 0.3:
+            return ConsolidationDecision(action="SUPERSEDE", reason="explicit change of a fact")
+        if overlap >= 0.7:
+            return ConsolidationDecision(action="MERGE", merged_content=merged, reason="same fact")
+        return ConsolidationDecision(action="KEEP_BOTH", reason="different facts")
+

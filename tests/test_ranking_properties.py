@@ -1,0 +1,57 @@
+"""Properties of the seat selection, for any candidates and any config (Hypothesis)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.core.config import MemoryConfig
+from engine.core.forgetting import tag_union
+from engine.core.records import TAGS
+from engine.memory.ranking import Candidate, rank_candidates
+
+candidate = st.builds(
+    lambda i, R, age, tags, n, tokens: Candidate(record_id=i, R=R, age_seconds=age, u=tag_union(tags), n=n,
+                                                 tags=tuple(tags), tokens=tokens),
+    st.integers(1, 10_000),
+    st.floats(0, 1),
+    st.floats(0, 1e8),
+    st.lists(st.sampled_from(TAGS), min_size=1, max_size=3, unique=True),
+    st.integers(0, 20),
+    st.integers(1, 300),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cands=st.lists(candidate, max_size=30, unique_by=lambda c: c.record_id),
+    top_k=st.integers(1, 8),
+    budget=st.integers(1, 1200),
+    floors=st.lists(st.sampled_from(TAGS), max_size=3, unique=True),
+    excluded_share=st.floats(0, 1),
+    min_relevance=st.floats(0, 1),
+    safety_seats=st.integers(0, 3),
+)
+def test_seats_respect_top_k_budget_and_exclusions(cands, top_k, budget, floors, excluded_share, min_relevance,
+                                                   safety_seats):
+    cfg = MemoryConfig.from_preset("customer service", top_k=top_k, injection_budget=budget,
+                                   always_inject_types=tuple(floors), min_relevance=min_relevance,
+                                   safety_seats=safety_seats)
+    excluded = {c.record_id: "held" for c in cands[: int(len(cands) * excluded_share)]}
+    rows, picked = rank_candidates(cands, config=cfg, excluded=excluded)
+    by_id = {c.record_id: c for c in cands}
+    assert len(picked) <= top_k
+    assert len(set(picked)) == len(picked)
+    assert not set(picked) & set(excluded)
+    tokens = sum(by_id[i].tokens for i in picked)
+    assert tokens <= budget or len(picked) == 1  # a lone first record may exceed the budget
+    assert set(picked) == {r.record_id for r in rows if r.verdict == "picked"}
+    assert [r.S for r in rows] == sorted((r.S for r in rows), reverse=True)
+    assert len(rows) == len(cands)
+    seat = {r.record_id: r.why for r in rows if r.verdict == "picked"}
+    assert all(by_id[i].R >= min_relevance or seat[i] == "safety" for i in picked)  # seats are earned
+    assert sum(1 for w in seat.values() if w == "safety") <= safety_seats
+    for r in rows:
+        assert 0.0 <= r.R <= 1.0 and 0.0 <= r.T <= 1.0 and 0.0 <= r.F <= 1.0
+        if r.record_id in excluded:
+            assert r.verdict == "dropped" and r.why == "held"
