@@ -40,6 +40,8 @@ from engine.stores.base import Store
 __all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_SCAN_LIMIT", "record_text"]
 
 DIM_SCAN_LIMIT = 3000
+#: The record field that holds each kind of answer (a question's `answer_dimension`).
+_ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,6 +78,10 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
     parts: dict[str, float] = {}
     if query.target_types:
         parts["type"] = 1.0 if record.memory_type in query.target_types else 0.0
+    if query.target_tags:
+        parts["tag"] = 1.0 if set(query.target_tags) & set(record.tags) else 0.0
+    if query.answer_dimension in _ANSWER_FIELDS:  # "where …?" wants a record that states a place
+        parts["answer"] = 1.0 if getattr(record, _ANSWER_FIELDS[query.answer_dimension]) else 0.0
     if query.time is not None:
         parts["time"] = float(time_match(query.time, record.time))
     if query.location:
@@ -173,7 +179,8 @@ def gather(
 
 
 def _has_constraint(query: ParsedQuery) -> bool:
-    return bool(query.target_types or query.time or query.location or query.keywords)
+    return bool(query.target_types or query.target_tags or query.time or query.location or query.keywords
+                or query.answer_dimension in _ANSWER_FIELDS)
 
 
 def _minmax(scores: Mapping[int, float]) -> dict[int, float]:

@@ -110,6 +110,8 @@ class ParsedQuery(_Model):
     anchor: str = ""
     keywords: list[str] = Field(default_factory=list)
     target_types: list[Literal["fact", "episodic", "profile"]] = Field(default_factory=list)
+    target_tags: list[Literal["identity", "decision", "preference", "fact", "episode", "chat", "safety"]] = Field(
+        default_factory=list, description="salience the answer carries, e.g. preference for 'what are my hobbies'")
     time: TimeConstraint | None = None
     location: str | None = None
     needs_assistant: bool = False
