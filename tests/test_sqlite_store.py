@@ -263,5 +263,6 @@ def test_bounded_reads_cost_the_same_at_any_history_length(store_factory, rng):
     for name, read in BOUNDED_READS.items():
         assert read(small, rs_small) == read(small, rs_small)  # deterministic (and warms caches)
         read(big, rs_big)
-        cost_small, cost_big = _vm_steps(small, lambda: read(small, rs_small)), _vm_steps(big, lambda: read(big, rs_big))
+        cost_small = _vm_steps(small, lambda read=read: read(small, rs_small))
+        cost_big = _vm_steps(big, lambda read=read: read(big, rs_big))
         assert cost_big <= cost_small * 1.2 + 20, f"{name}: {cost_small} steps at 40 turns, {cost_big} at 2,000"

@@ -28,7 +28,7 @@ from typing import Any
 from engine.core.errors import ConfigError, MemlabError
 from engine.stores.sqlite import SQLiteStore, sqlite_module
 
-__all__ = ["check_store", "check_main", "summary"]
+__all__ = ["check_main", "check_store", "summary"]
 
 
 def check_store(store: Any) -> list[str]:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "PostgresDialect", "SQLiteDialect", "to_json", "utc_offset"]
 
@@ -76,7 +76,7 @@ class SQLiteDialect(Dialect):
     name = "sqlite"
     placeholder = "?"
     #: companions named before the `<column>_ts` convention settled
-    _AUX = {"created_at": "created_ts"}
+    _AUX: ClassVar[dict[str, str]] = {"created_at": "created_ts"}
 
     def time_aux(self, column: str) -> str:
         return self._AUX.get(column, f"{column}_ts")

@@ -25,7 +25,13 @@ import numpy as np
 
 from engine.core.clock import ensure_aware
 from engine.core.errors import ConfigError, CursorRewindError, MemlabUsageError
-from engine.core.records import Event, Message, ProfileHistoryEntry, ScoreRow, UserProfile
+from engine.core.records import (
+    Event,
+    Message,
+    ProfileHistoryEntry,
+    ScoreRow,
+    UserProfile,
+)
 from engine.stores.dialect import Dialect, to_json
 
 __all__ = ["COUNTED_TABLES", "USER_TABLES", "SharedSQL", "check_vector"]

@@ -11,7 +11,12 @@ import re
 from typing import Any
 
 import psycopg
-from psycopg.types.string import StrBinaryDumper, StrDumperUnknown, TextBinaryLoader, TextLoader
+from psycopg.types.string import (
+    StrBinaryDumper,
+    StrDumperUnknown,
+    TextBinaryLoader,
+    TextLoader,
+)
 
 __all__ = ["escape_text", "register_text", "unescape_text"]
 

@@ -15,7 +15,12 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from engine.stores.migrate import Migration, check_sequence, newer_schema_error, run_statements
+from engine.stores.migrate import (
+    Migration,
+    check_sequence,
+    newer_schema_error,
+    run_statements,
+)
 
 __all__ = ["LOCK_KEY", "MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 

@@ -38,7 +38,12 @@ from engine.core.records import MemoryRecord
 from engine.stores.dialect import POSTGRES, utc_offset
 from engine.stores.postgres.codec import register_text
 from engine.stores.postgres.migrations import SCHEMA_VERSION, migrate
-from engine.stores.postgres.rows import RECORD_COLUMNS, insert_row, mutable_row, record_from_row
+from engine.stores.postgres.rows import (
+    RECORD_COLUMNS,
+    insert_row,
+    mutable_row,
+    record_from_row,
+)
 from engine.stores.postgres.search import PostgresSearch
 from engine.stores.postgres.server import redact, start_local_server
 from engine.stores.sql import USER_TABLES, SharedSQL, check_vector

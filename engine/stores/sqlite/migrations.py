@@ -13,7 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from engine.core.errors import StoreError
-from engine.stores.migrate import Migration, check_sequence, newer_schema_error, run_statements
+from engine.stores.migrate import (
+    Migration,
+    check_sequence,
+    newer_schema_error,
+    run_statements,
+)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 

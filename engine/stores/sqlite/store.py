@@ -28,11 +28,22 @@ from typing import Any
 from engine.core.errors import ConfigError, MemlabUsageError, StoreError
 from engine.stores.dialect import SQLITE
 from engine.stores.sql import USER_TABLES, SharedSQL
-from engine.stores.sqlite.driver import connect, driver_name, enable_wal, require_driver, sqlite_module
+from engine.stores.sqlite.driver import (
+    connect,
+    driver_name,
+    enable_wal,
+    require_driver,
+    sqlite_module,
+)
 from engine.stores.sqlite.migrations import migrate, schema_version
 from engine.stores.sqlite.records import SQLiteRecords
 from engine.stores.sqlite.search import EXACT_KNN_MAX, SQLiteSearch
-from engine.stores.sqlite.vectors import VECTOR_CACHE_MB, VectorCache, VectorPartition, partition_from_rows
+from engine.stores.sqlite.vectors import (
+    VECTOR_CACHE_MB,
+    VectorCache,
+    VectorPartition,
+    partition_from_rows,
+)
 
 __all__ = ["SQLiteStore"]
 

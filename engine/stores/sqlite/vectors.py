@@ -27,7 +27,7 @@ BYTES_PER_VECTOR_OVERHEAD = 120
 class VectorPartition:
     """One user's vectors in memory, with ids, inverse norms and validity, patched in place."""
 
-    __slots__ = ("version", "n", "ids", "mat", "inv_norm", "valid", "index")
+    __slots__ = ("ids", "index", "inv_norm", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray):
         self.version = version
