@@ -258,32 +258,35 @@ def _schema_at(dsn: str, schema: str, version: int) -> None:
                      "VALUES ('u', 'a', 'gate', %s, 0, '{\"k\": 1}')", (T0,))
 
 
-def test_a_schema_of_the_previous_version_upgrades_keeping_every_row(pg_dsn):
+@pytest.fixture
+def old_schema(pg_dsn):
+    """A schema at the previous version with rows (see _schema_at), dropped after the test."""
     import psycopg
     from psycopg import sql
 
-    from engine.stores.postgres import SCHEMA_VERSION, PostgresStore
+    from engine.stores.postgres import SCHEMA_VERSION
 
     schema = new_schema()
-    try:
-        _schema_at(pg_dsn, schema, SCHEMA_VERSION - 1)
-        store = PostgresStore(pg_dsn, dim=8, schema=schema)
-        try:
-            assert store.schema_version == SCHEMA_VERSION
-            assert [m.content for m in store.messages("u")] == [f"m{i}" for i in range(5)]
-            assert store.messages("u")[0].created_at.utcoffset().total_seconds() == 28800
-            assert store.sessions("u") == ["b", "a", "c"] and store.pending_sessions("u") == ["a", "c"]
-            assert [(e.kind, dict(e.payload)) for e in store.events(user_id="u")] == [("gate", {"k": 1})]
-            store.add_message(msg("u", "b", "after the upgrade"))
-            assert store.pending_sessions("u") == ["b", "a", "c"]
-        finally:
-            store.close()
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    _schema_at(pg_dsn, schema, SCHEMA_VERSION - 1)
+    yield schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def test_a_kill_inside_a_migration_keeps_the_old_version_and_a_reopen_finishes(pg_dsn):
+def test_a_schema_of_the_previous_version_upgrades_keeping_every_row(pg_dsn, old_schema):
+    from engine.stores.postgres import SCHEMA_VERSION, PostgresStore
+
+    with PostgresStore(pg_dsn, dim=8, schema=old_schema) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert [m.content for m in store.messages("u")] == [f"m{i}" for i in range(5)]
+        assert store.messages("u")[0].created_at.utcoffset().total_seconds() == 28800
+        assert store.sessions("u") == ["b", "a", "c"] and store.pending_sessions("u") == ["a", "c"]
+        assert [(e.kind, dict(e.payload)) for e in store.events(user_id="u")] == [("gate", {"k": 1})]
+        store.add_message(msg("u", "b", "after the upgrade"))
+        assert store.pending_sessions("u") == ["b", "a", "c"]
+
+
+def test_a_kill_inside_a_migration_keeps_the_old_version_and_a_reopen_finishes(pg_dsn, old_schema):
     import signal
     import subprocess
     import sys
@@ -293,37 +296,28 @@ def test_a_kill_inside_a_migration_keeps_the_old_version_and_a_reopen_finishes(p
 
     from engine.stores.postgres import SCHEMA_VERSION, PostgresStore
 
-    schema = new_schema()
     code = ("import sys; from engine.stores.postgres import PostgresStore; "
             "PostgresStore(sys.argv[1], dim=8, schema=sys.argv[2])")
     env = {**os.environ, "MEMLAB_MIGRATION_PAUSE": f"{SCHEMA_VERSION}:2"}
+    proc = subprocess.Popen([sys.executable, "-c", code, pg_dsn, old_schema], env=env, text=True,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     try:
-        _schema_at(pg_dsn, schema, SCHEMA_VERSION - 1)
-        proc = subprocess.Popen([sys.executable, "-c", code, pg_dsn, schema], env=env, text=True,
-                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        try:
-            for line in proc.stderr:
-                if f"migration {SCHEMA_VERSION} paused after statement 2" in line:
-                    proc.send_signal(signal.SIGKILL)
-                    break
-            assert proc.wait(timeout=60) == -signal.SIGKILL
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.stderr.close()
-        with psycopg.connect(pg_dsn) as conn:
-            applied = [r[0] for r in conn.execute(
-                sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(schema)))]
-        assert applied == list(range(1, SCHEMA_VERSION))  # the killed step left nothing behind
-        store = PostgresStore(pg_dsn, dim=8, schema=schema)  # waits for the dead backend's lock, then migrates
-        try:
-            assert store.schema_version == SCHEMA_VERSION and len(store.messages("u")) == 5
-            assert store.sessions("u") == ["b", "a", "c"]
-        finally:
-            store.close()
+        for line in proc.stderr:
+            if f"migration {SCHEMA_VERSION} paused after statement 2" in line:
+                proc.send_signal(signal.SIGKILL)
+                break
+        assert proc.wait(timeout=60) == -signal.SIGKILL
     finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    with psycopg.connect(pg_dsn) as conn:
+        applied = [r[0] for r in conn.execute(
+            sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(old_schema)))]
+    assert applied == list(range(1, SCHEMA_VERSION))  # the killed step left nothing behind
+    with PostgresStore(pg_dsn, dim=8, schema=old_schema) as store:  # waits for the dead backend's lock, migrates
+        assert store.schema_version == SCHEMA_VERSION and len(store.messages("u")) == 5
+        assert store.sessions("u") == ["b", "a", "c"]
 
 
 def test_open_store_dispatches_to_postgres(monkeypatch):

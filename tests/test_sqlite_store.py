@@ -94,6 +94,9 @@ def test_foreign_sqlite_file_is_refused(tmp_path):
     con.close()
     with pytest.raises(StoreError, match="not a memlab store"):
         SQLiteStore(str(path), dim=16)
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]  # refused before any DDL
+    con.close()
 
 
 def test_migrations_are_idempotent(store_factory):

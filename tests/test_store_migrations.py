@@ -17,9 +17,8 @@ from benchmarks.harness.migrations import (
     run_upgrade_from_previous,
     statement_counts,
 )
-from engine.core.errors import StoreError
 from engine.stores.migrate import newer_schema_error
-from engine.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+from engine.stores.sqlite import MIGRATIONS, SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("processes", [2, 8])
@@ -58,21 +57,6 @@ def test_a_file_from_a_newer_memlab_is_refused_and_left_alone(tmp_path):
     assert r.refused and r.says_upgrade and r.file_untouched, r.to_dict()
     assert r.message.startswith(f"{str(tmp_path / 'newer.db')!r} was written by memlab schema {SCHEMA_VERSION + 1}")
     assert "this memlab knows up to" in str(newer_schema_error("x", 9, 3))
-
-
-def test_a_foreign_file_is_still_refused_under_the_lock(tmp_path):
-    import sqlite3
-
-    path = tmp_path / "foreign.db"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE t (x)")
-    con.commit()
-    con.close()
-    with pytest.raises(StoreError, match="not a memlab store"):
-        SQLiteStore(str(path), dim=16)
-    con = sqlite3.connect(path)
-    assert con.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]  # nothing was created
-    con.close()
 
 
 @pytest.mark.parametrize("processes", [2, 8])
