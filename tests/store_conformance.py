@@ -132,6 +132,40 @@ class StoreConformance:
         assert store.pending_sessions("u", cursor="other-cursor") == ["a"]
         assert store.pending_sessions("nobody") == []
 
+    def test_several_roles_with_a_limit_take_the_newest_of_any(self, store):
+        roles = ["user", "assistant", "tool", "user", "user", "assistant", "tool", "system"]
+        ids = [store.add_message(msg("u", "s", f"m{i}", T0 + timedelta(seconds=i), role=r)).id
+               for i, r in enumerate(roles)]
+        store.add_message(msg("u", "t", "other session", role="tool"))
+        store.add_message(msg("v", "s", "other user", role="tool"))
+        got = store.messages("u", session_id="s", newest_first=True, limit=3, roles=["tool", "assistant"])
+        assert [m.id for m in got] == [ids[6], ids[5], ids[2]]
+        got = store.messages("u", session_id="s", limit=3, roles=["tool", "assistant", "tool"])
+        assert [m.id for m in got] == [ids[1], ids[2], ids[5]]
+        got = store.messages("u", session_id="s", after_id=ids[1], upto_id=ids[6], newest_first=True, limit=2,
+                             roles=["user", "system"])
+        assert [m.id for m in got] == [ids[4], ids[3]]
+        assert [m.content for m in store.messages("u", newest_first=True, limit=2, roles=["tool", "system"])] == [
+            "other session", "m7"]
+        assert store.messages("u", session_id="s", roles=[]) == []
+        assert store.messages("u", session_id="s", limit=0) == []
+        assert store.messages("u", session_id="s", newest_first=True, limit=2, roles=["nobody"]) == []
+
+    def test_sessions_and_pending_follow_interleaved_writes(self, store):
+        for i, session in enumerate(["b", "a", "b", "c", "a"]):
+            store.add_message(msg("u", session, f"{session}{i}"))
+        store.add_message(msg("v", "z", "other user"))
+        assert store.sessions("u") == ["b", "a", "c"] and store.pending_sessions("u") == ["b", "a", "c"]
+        last_b = store.messages("u", session_id="b", newest_first=True, limit=1)[0].id
+        store.set_cursor("u", "b", "extract", last_b)
+        assert store.pending_sessions("u") == ["a", "c"]
+        store.add_message(msg("u", "b", "b again"))
+        assert store.pending_sessions("u") == ["b", "a", "c"] and store.sessions("u") == ["b", "a", "c"]
+        store.forget_user("u")
+        assert store.sessions("u") == [] and store.pending_sessions("u") == [] and store.users() == ["v"]
+        store.add_message(msg("u", "new", "after forgetting"))
+        assert store.sessions("u") == ["new"] and store.pending_sessions("u") == ["new"]
+
     def test_newest_events_first(self, store):
         for i in range(5):
             store.append_event(Event(user_id="u", session_id="s", kind="gate", at=T0 + timedelta(seconds=i),
@@ -204,6 +238,27 @@ class StoreConformance:
         assert store.count_records("u") == 3
         assert [r.content for r in store.records("u")] == ["b", "c"]
         assert [r.content for r in store.records("u", include_invalid=True)] == ["a", "b", "c"]
+
+    def test_count_records_follows_every_write(self, store):
+        rs = store.add_records([rec("u", f"fact {i}") for i in range(5)], self.vecs(5))
+        store.add_records([rec("v", "other"), rec("u", "born superseded", invalid_at=T0, superseded_by=rs[0].id)],
+                          self.vecs(2, seed=1))
+        assert (store.count_records("u"), store.count_records("u", include_invalid=False)) == (6, 5)
+        store.supersede("u", rs[1].id, rs[2].id, T0)
+        store.supersede("u", rs[1].id, rs[3].id, T0 + timedelta(days=1))  # again: still one fewer current
+        assert (store.count_records("u"), store.count_records("u", include_invalid=False)) == (6, 4)
+        store.update_record(replace(rs[0], content="fact zero, merged"), self.vecs(1, seed=2)[0])
+        assert store.count_records("u", include_invalid=False) == 4
+        assert (store.count_records(), store.count_records(include_invalid=False)) == (7, 5)
+        assert store.count_records("nobody") == 0 and store.count_records("nobody", include_invalid=False) == 0
+        with pytest.raises(RuntimeError), store.transaction():
+            store.add_records([rec("u", "rolled back")], self.vecs(1, seed=3))
+            raise RuntimeError("abort")
+        assert store.count_records("u") == 6
+        store.forget_user("u")
+        assert store.count_records("u") == 0 and store.count_records() == 1
+        store.add_records([rec("u", "new life")], self.vecs(1, seed=4))
+        assert store.count_records("u", include_invalid=False) == 1
 
     def test_supersede_keeps_row_and_leaves_current_searches(self, store):
         v = self.vecs(2)
@@ -383,6 +438,20 @@ class StoreConformance:
         assert [e.id for e in store.events(since=T0 + timedelta(minutes=1), until=T0 + timedelta(minutes=3))] == ids[1:4]
         assert [e.id for e in store.events(after_id=ids[2], limit=1)] == [ids[3]]
         assert store.events(user_id="u")[0].to_dict() == made[0].to_dict()
+
+    def test_events_newest_first_take_the_newest(self, store):
+        made = [store.append_event(Event(user_id=u, session_id=s_, kind=k, at=T0 + timedelta(minutes=i)))
+                for i, (u, s_, k) in enumerate([("u", "a", "gate"), ("u", "b", "extract"), ("u", "a", "gate"),
+                                                ("v", "a", "gate"), ("u", "a", "extract"), ("u", "a", "gate")])]
+        ids = [e.id for e in made]
+        assert [e.id for e in store.events(user_id="u", newest_first=True, limit=2)] == [ids[5], ids[4]]
+        assert [e.id for e in store.events(user_id="u", kind="gate", newest_first=True, limit=2)] == [ids[5], ids[2]]
+        assert [e.id for e in store.events(user_id="u", session_id="a", newest_first=True)] == [
+            ids[5], ids[4], ids[2], ids[0]]
+        assert [e.id for e in store.events(newest_first=True, after_id=ids[2], limit=2)] == [ids[5], ids[4]]
+        assert [e.id for e in store.events(user_id="u", newest_first=True, until=T0 + timedelta(minutes=2),
+                                           limit=1)] == [ids[2]]
+        assert [e.id for e in store.events(user_id="u", limit=2)] == [ids[0], ids[1]]
 
     def test_scores_round_trip(self, store):
         rows = [

@@ -96,3 +96,50 @@ def test_processes_and_users_lose_nothing_and_never_cross(request):
         )
     finally:
         store.close()
+
+
+def _open_at_once(dsn: str, schema: str, worker: int, barrier) -> dict:
+    """Wait for the others, open the (new) schema, write and read one message."""
+    from datetime import UTC, datetime
+
+    from engine.core.records import Message
+    from engine.stores.postgres import PostgresStore
+
+    barrier.wait(timeout=120)
+    t0 = time.perf_counter()
+    store = PostgresStore(dsn, dim=DIM, schema=schema, pool_size=1, hnsw_m=8, hnsw_ef_construction=32)
+    opened_ms = (time.perf_counter() - t0) * 1000
+    try:
+        m = store.add_message(Message(user_id=f"w{worker}", session_id="s", role="user", content=f"hello {worker}",
+                                      created_at=datetime(2026, 3, 2, 9, tzinfo=UTC)))  # fmt: skip
+        return {"read_back": [x.id for x in store.messages(f"w{worker}")] == [m.id],
+                "version": store.schema_version, "opened_ms": opened_ms}  # fmt: skip
+    finally:
+        store.close()
+
+
+def test_processes_opening_one_new_schema_at_once_migrate_it_once(request):
+    import psycopg
+    from psycopg import sql
+
+    from engine.stores.postgres import DEFAULT_DATA_DIR, MIGRATIONS, start_local_server
+
+    dsn = os.environ.get("MEMLAB_PG_DSN") or start_local_server(DEFAULT_DATA_DIR.parent / "pgdata-test")
+    schema = f"mo_{uuid.uuid4().hex[:12]}"
+    ctx = multiprocessing.get_context("spawn")
+    try:
+        with ctx.Manager() as manager:
+            barrier = manager.Barrier(PROCESSES)
+            with ctx.Pool(PROCESSES) as pool:
+                results = pool.starmap(_open_at_once, [(dsn, schema, w, barrier) for w in range(PROCESSES)])
+        assert all(r["read_back"] for r in results)
+        assert {r["version"] for r in results} == {MIGRATIONS[-1].version}
+        with psycopg.connect(dsn) as conn:
+            applied = [r[0] for r in conn.execute(
+                sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(schema)))]
+        assert applied == [m.version for m in MIGRATIONS]  # each step once
+        print(f"\n{PROCESSES} processes opened one new schema at once; open ms: "
+              f"{sorted(round(r['opened_ms']) for r in results)}")
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

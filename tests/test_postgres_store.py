@@ -137,6 +137,67 @@ def test_index_stage_settings_do_not_leak_into_the_callers_transaction(pg_dsn):
         store.close()
 
 
+# -- bounded reads: a bounded query reads few rows, whatever the history ------------------------------
+
+PG_TURNS = 20_000
+
+PG_BOUNDED_READS = {
+    "session tail": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5),
+    "session tail, one role": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5, roles=["user"]),
+    "session tail, two roles": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5,
+                                                    roles=["user", "assistant"]),
+    "session tail, absent role": lambda s: s.messages("u", session_id="s", newest_first=True, limit=5, roles=["tool"]),
+    "user tail": lambda s: s.messages("u", newest_first=True, limit=5),
+    "past a cursor": lambda s: s.messages("u", session_id="s", after_id=3 * PG_TURNS - 30, limit=5),
+    "pending sessions": lambda s: s.pending_sessions("u"),
+    "sessions": lambda s: s.sessions("u"),
+    "newest events of a kind": lambda s: s.events(user_id="u", kind="gate", newest_first=True, limit=5),
+    "newest events": lambda s: s.events(user_id="u", newest_first=True, limit=5),
+    "newest events of a session": lambda s: s.events(user_id="u", session_id="s", newest_first=True, limit=5),
+}
+
+
+def _rows_read(plan: dict) -> int:
+    """Rows the plan's scans touched (returned or filtered out), over all loops."""
+    own = 0
+    if "Scan" in plan["Node Type"]:
+        own = (plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)) * plan.get("Actual Loops", 1)
+    return int(own) + sum(_rows_read(p) for p in plan.get("Plans", []))
+
+
+def test_bounded_reads_read_a_few_rows_of_a_long_history(pg_dsn):
+    """20,000 turns: each shared bounded read touches a few dozen rows (EXPLAIN ANALYZE of its own SQL)."""
+    store = make_pg(pg_dsn, dim=8)
+    try:
+        with store.transaction():
+            conn = store._local.conn
+            conn.execute(
+                "INSERT INTO messages (user_id, session_id, role, content, created_at, created_at_tz) "
+                "SELECT u, s, CASE WHEN g %% 2 = 0 THEN 'user' ELSE 'assistant' END, 'm' || g, now(), 0 "
+                "FROM generate_series(1, %s) g, (VALUES ('u', 's'), ('u', 'o'), ('v', 's')) AS w(u, s) ORDER BY g",
+                (PG_TURNS,))
+            conn.execute("INSERT INTO session_heads SELECT user_id, session_id, min(id), max(id) FROM messages "
+                         "GROUP BY 1, 2")
+            conn.execute(
+                "INSERT INTO events (user_id, session_id, kind, at, at_tz, payload) SELECT 'u', "
+                "CASE WHEN g %% 2 = 0 THEN 's' ELSE 'o' END, CASE WHEN g %% 3 = 0 THEN 'gate' ELSE 'x' END, now(), 0, "
+                "'{}' FROM generate_series(1, %s) g", (PG_TURNS,))
+        with store._pool.connection() as conn:
+            conn.execute("ANALYZE messages; ANALYZE events; ANALYZE session_heads; ANALYZE cursors")
+        seen: list = []
+        real_run = store._run
+        store._run = lambda conn, text, args=(): seen.append((text, args)) or real_run(conn, text, args)
+        for name, read in PG_BOUNDED_READS.items():
+            seen.clear()
+            assert read(store) is not None
+            ((text, args),) = seen
+            with store._pool.connection() as conn:
+                (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + store.dialect.sql(text), args).fetchone()[0]
+            assert _rows_read(plan["Plan"]) <= 60, f"{name}: {_rows_read(plan['Plan'])} rows read"
+    finally:
+        store.close()
+
+
 # -- schema, migrations, lifecycle ----------------------------------------------------------------
 
 
@@ -149,7 +210,7 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
     schema = new_schema()
     first = PostgresStore(pg_dsn, dim=8, schema=schema)
     try:
-        assert first.schema_version == MIGRATIONS[-1][0] == 2
+        assert first.schema_version == MIGRATIONS[-1].version == 3
         first.add_records([rec("u", "green tea")], unit(np.random.default_rng(0), 1, 8))
         first.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -157,13 +218,13 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
             conn.execute("DROP INDEX records_embedding; DROP INDEX records_tsv")
             conn.execute("DELETE FROM schema_version WHERE version = 2")
         again = PostgresStore(pg_dsn, dim=8, schema=schema)  # resumes at migration 2, keeps the data
-        assert again.schema_version == 2 and again.count_records("u") == 1
+        assert again.schema_version == 3 and again.count_records("u") == 1
         assert [i for i, _ in again.search_bm25("u", "tea", k=3)]
         with psycopg.connect(pg_dsn) as conn:
             names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,))}
             applied = [r[0] for r in conn.execute(
                 sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(schema)))]
-        assert {"records_embedding", "records_tsv"} <= names and applied == [1, 2]
+        assert {"records_embedding", "records_tsv"} <= names and applied == [1, 2, 3]
         again.close()
         with pytest.raises(ConfigError, match="dim=16"):
             PostgresStore(pg_dsn, dim=16, schema=schema)
@@ -175,6 +236,88 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _schema_at(dsn: str, schema: str, version: int) -> None:
+    """A schema brought to `version` only, holding messages and events as that version wrote them."""
+    import psycopg
+    from psycopg import sql
+
+    from engine.stores.postgres.migrations import migrate
+
+    ctx = {"dim": 8, "embedder_name": "hash", "language": "simple", "hnsw_m": 8, "hnsw_ef_construction": 32}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        migrate(conn, schema=schema, context=ctx, target=version)
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+        for i, session in enumerate(["b", "a", "b", "a", "c"]):
+            conn.execute("INSERT INTO messages (user_id, session_id, role, content, created_at, created_at_tz) "
+                         "VALUES ('u', %s, 'user', %s, %s, 28800)", (session, f"m{i}", T0))
+        conn.execute("INSERT INTO cursors VALUES ('u', 'b', 'extract', (SELECT max(id) FROM messages "
+                     "WHERE session_id = 'b'))")
+        conn.execute("INSERT INTO events (user_id, session_id, kind, at, at_tz, payload) "
+                     "VALUES ('u', 'a', 'gate', %s, 0, '{\"k\": 1}')", (T0,))
+
+
+@pytest.fixture
+def old_schema(pg_dsn):
+    """A schema at the previous version with rows (see _schema_at), dropped after the test."""
+    import psycopg
+    from psycopg import sql
+
+    from engine.stores.postgres import SCHEMA_VERSION
+
+    schema = new_schema()
+    _schema_at(pg_dsn, schema, SCHEMA_VERSION - 1)
+    yield schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_a_schema_of_the_previous_version_upgrades_keeping_every_row(pg_dsn, old_schema):
+    from engine.stores.postgres import SCHEMA_VERSION, PostgresStore
+
+    with PostgresStore(pg_dsn, dim=8, schema=old_schema) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert [m.content for m in store.messages("u")] == [f"m{i}" for i in range(5)]
+        assert store.messages("u")[0].created_at.utcoffset().total_seconds() == 28800
+        assert store.sessions("u") == ["b", "a", "c"] and store.pending_sessions("u") == ["a", "c"]
+        assert [(e.kind, dict(e.payload)) for e in store.events(user_id="u")] == [("gate", {"k": 1})]
+        store.add_message(msg("u", "b", "after the upgrade"))
+        assert store.pending_sessions("u") == ["b", "a", "c"]
+
+
+def test_a_kill_inside_a_migration_keeps_the_old_version_and_a_reopen_finishes(pg_dsn, old_schema):
+    import signal
+    import subprocess
+    import sys
+
+    import psycopg
+    from psycopg import sql
+
+    from engine.stores.postgres import SCHEMA_VERSION, PostgresStore
+
+    code = ("import sys; from engine.stores.postgres import PostgresStore; "
+            "PostgresStore(sys.argv[1], dim=8, schema=sys.argv[2])")
+    env = {**os.environ, "MEMLAB_MIGRATION_PAUSE": f"{SCHEMA_VERSION}:2"}
+    proc = subprocess.Popen([sys.executable, "-c", code, pg_dsn, old_schema], env=env, text=True,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    try:
+        for line in proc.stderr:
+            if f"migration {SCHEMA_VERSION} paused after statement 2" in line:
+                proc.send_signal(signal.SIGKILL)
+                break
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    with psycopg.connect(pg_dsn) as conn:
+        applied = [r[0] for r in conn.execute(
+            sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(old_schema)))]
+    assert applied == list(range(1, SCHEMA_VERSION))  # the killed step left nothing behind
+    with PostgresStore(pg_dsn, dim=8, schema=old_schema) as store:  # waits for the dead backend's lock, migrates
+        assert store.schema_version == SCHEMA_VERSION and len(store.messages("u")) == 5
+        assert store.sessions("u") == ["b", "a", "c"]
 
 
 def test_open_store_dispatches_to_postgres(monkeypatch):
@@ -207,9 +350,9 @@ def test_temporary_refuses_the_public_schema(pg_dsn):
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(["\x00", "\U0010fffe", "0", "a", "北"]), max_size=12))
 def test_text_escape_round_trips(text):
-    from engine.stores.postgres import _escape, _unescape
+    from engine.stores.postgres import escape_text, unescape_text
 
-    assert "\x00" not in _escape(text) and _unescape(_escape(text)) == text
+    assert "\x00" not in escape_text(text) and unescape_text(escape_text(text)) == text
 
 
 def test_nul_and_escape_char_round_trip_through_the_server(pg_dsn):

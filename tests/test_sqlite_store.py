@@ -94,6 +94,9 @@ def test_foreign_sqlite_file_is_refused(tmp_path):
     con.close()
     with pytest.raises(StoreError, match="not a memlab store"):
         SQLiteStore(str(path), dim=16)
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]  # refused before any DDL
+    con.close()
 
 
 def test_migrations_are_idempotent(store_factory):
@@ -190,3 +193,79 @@ def test_perf_bench_smoke_shape():
     assert row["dense_recall_at_k"] == 1.0  # small partitions are searched exactly
     assert result["config"]["dim"] == 32 and "sqlite_vec" in result["config"]["versions"]
     assert "300" in format_table(result)
+
+
+# -- bounded reads: the work of a bounded query does not grow with the history ----------------------
+
+
+def _history(store, n: int, rng):
+    """A user with `n` turns in session "s" (alternating roles), other sessions, another user,
+    `n` events and `n` records (half superseded)."""
+    from engine.core.records import Event
+
+    with store.transaction():
+        for i in range(n):
+            at = T0 + timedelta(seconds=i)
+            store.add_message(msg("u", "s", f"m{i}", at, role="user" if i % 2 == 0 else "assistant"))
+            store.add_message(msg("u", f"o{i % 7}", f"o{i}", at))
+            store.add_message(msg("v", "s", f"v{i}", at))
+            store.append_event(Event(user_id="u", session_id="s", kind="gate" if i % 3 == 0 else "extract", at=at))
+    rs = store.add_records([rec("u", f"r{i}") for i in range(n)], unit(rng, n, 8))
+    for i in range(0, n - 1, 2):
+        store.supersede("u", rs[i].id, rs[i + 1].id, T0)
+    tail = store.messages("u", session_id="s", newest_first=True, limit=3)
+    store.set_cursor("u", "s", "extract", tail[-1].id)
+    return rs
+
+
+BOUNDED_READS = {
+    "session tail": lambda s, rs: s.messages("u", session_id="s", newest_first=True, limit=5),
+    "session tail, one role": lambda s, rs: s.messages("u", session_id="s", newest_first=True, limit=5, roles=["user"]),
+    "session tail, two roles": lambda s, rs: s.messages("u", session_id="s", newest_first=True, limit=5,
+                                                        roles=["user", "assistant"]),
+    "session tail, absent role": lambda s, rs: s.messages("u", session_id="s", newest_first=True, limit=5, roles=["tool"]),
+    "user tail": lambda s, rs: s.messages("u", newest_first=True, limit=5),
+    "user tail, one role": lambda s, rs: s.messages("u", newest_first=True, limit=5, roles=["user"]),
+    "past the cursor": lambda s, rs: s.messages("u", session_id="s", after_id=s.get_cursor("u", "s", "extract"), limit=5),
+    "count past the cursor": lambda s, rs: s.count_messages("u", session_id="s",
+                                                            after_id=s.get_cursor("u", "s", "extract")),
+    "pending sessions": lambda s, rs: s.pending_sessions("u"),
+    "sessions": lambda s, rs: s.sessions("u"),
+    "count current records": lambda s, rs: s.count_records("u", include_invalid=False),
+    "count all records": lambda s, rs: s.count_records(),
+    "newest records": lambda s, rs: s.records("u", newest_first=True, limit=5),
+    "newest records with history": lambda s, rs: s.records("u", include_invalid=True, newest_first=True, limit=5),
+    "records after a cursor": lambda s, rs: s.records("u", include_invalid=True, after_id=rs[-10].id, limit=5),
+    "current records after a cursor": lambda s, rs: s.records("u", after_id=rs[-10].id, limit=5),
+    "newest events of a kind": lambda s, rs: s.events(user_id="u", kind="gate", newest_first=True, limit=5),
+    "newest events": lambda s, rs: s.events(user_id="u", newest_first=True, limit=5),
+    "newest events of a session": lambda s, rs: s.events(user_id="u", session_id="s", newest_first=True, limit=5),
+}
+
+
+def _vm_steps(store, fn) -> int:
+    """SQLite virtual-machine steps `fn` costs: proportional to the rows and index entries it reads."""
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    store.conn.set_progress_handler(tick, 1)
+    try:
+        fn()
+    finally:
+        store.conn.set_progress_handler(None, 1)
+    return steps[0]
+
+
+def test_bounded_reads_cost_the_same_at_any_history_length(store_factory, rng):
+    """Each bounded read costs the same at 40 and at 2,000 turns (a scan would cost 50x more)."""
+    small, big = store_factory(dim=8), store_factory(dim=8)
+    rs_small, rs_big = _history(small, 40, rng), _history(big, 2000, rng)
+    for name, read in BOUNDED_READS.items():
+        assert read(small, rs_small) == read(small, rs_small)  # deterministic (and warms caches)
+        read(big, rs_big)
+        cost_small = _vm_steps(small, lambda read=read: read(small, rs_small))
+        cost_big = _vm_steps(big, lambda read=read: read(big, rs_big))
+        assert cost_big <= cost_small * 1.2 + 20, f"{name}: {cost_small} steps at 40 turns, {cost_big} at 2,000"

@@ -6,8 +6,14 @@ weights), the event log and the per-candidate scoring log. Every read is inside 
 partition: no method returns another user's rows. Updates never delete (supersede sets
 validity); only `forget_user` erases, on purpose.
 
-`SQLiteStore` (engine.sqlite_store) is the embedded implementation; tests/store_conformance.py
-is the suite every back end must pass.
+`Store` is the sum of six small protocols, one per kind of data, so a reader sees the parts and
+a helper can ask for only the part it uses. Reads that could grow with a user's history take a
+bound (`limit`, `after_id`, `newest_first`) and are served by an index range, and the counts
+are cheap, so no turn needs to read a whole session.
+
+`SQLiteStore` (engine.stores.sqlite) is the embedded implementation, `PostgresStore`
+(engine.stores.postgres) the server one; both share their messages, profiles, cursors, kv and
+log SQL (engine.stores.sql). tests/store_conformance.py is the suite every back end must pass.
 """
 
 from __future__ import annotations
@@ -26,23 +32,13 @@ from engine.core.records import (
     UserProfile,
 )
 
-__all__ = ["Store", "open_store"]
+__all__ = ["EventLog", "MessageArchive", "ProfileStore", "RecordStore", "SettingsStore", "Store", "open_store"]
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Persistence for one memlab database. Methods are synchronous and thread-safe."""
+class MessageArchive(Protocol):
+    """The conversation as it happened: messages with increasing ids, per user and session."""
 
-    dim: int  # embedding dimension of the vector index
-
-    # -- lifecycle ---------------------------------------------------------------------
-    def close(self) -> None: ...
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """Group writes so they land together or not at all (nestable: inner blocks join)."""
-        ...
-
-    # -- messages ------------------------------------------------------------------------
     def add_message(self, message: Message) -> Message:
         """Archive a message; returns it with its `id` (ids increase in insertion order)."""
         ...
@@ -70,7 +66,10 @@ class Store(Protocol):
         ...
 
     def pending_sessions(self, user_id: str, cursor: str = "extract") -> list[str]:
-        """The user's sessions holding messages past that session's `cursor`, by first message."""
+        """The user's sessions holding messages past that session's `cursor`, by first message.
+
+        Reads one summary row per session, not the messages.
+        """
         ...
 
     def get_messages(self, user_id: str, ids: Sequence[int]) -> list[Message]:
@@ -81,16 +80,26 @@ class Store(Protocol):
         """The user's session ids in order of first message."""
         ...
 
-    def users(self) -> list[str]: ...
+    def users(self) -> list[str]:
+        """Every user id with a message, record, profile or event, sorted."""
+        ...
 
-    # -- records ---------------------------------------------------------------------------
+
+@runtime_checkable
+class RecordStore(Protocol):
+    """Dimensional records with their vectors and full-text rows, and the two searches over them."""
+
+    dim: int  # embedding dimension of the vector index
+
     def add_records(
         self, records: Sequence[MemoryRecord], vectors: Sequence[Sequence[float]]
     ) -> list[MemoryRecord]:
         """Insert records with their vectors and full-text rows atomically; returns them with ids."""
         ...
 
-    def get_records(self, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]: ...
+    def get_records(self, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
+        """The user's records with these ids (others' ids are silently absent), in id order."""
+        ...
 
     def records(
         self,
@@ -107,7 +116,12 @@ class Store(Protocol):
         `after_id` keeps ids > after_id (a cursor's bounded read: with `limit`, the next batch)."""
         ...
 
-    def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int: ...
+    def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int:
+        """How many records the user (everyone when None) has; current only unless include_invalid.
+
+        Cheap: answered from a per-user count or an index, without reading the records.
+        """
+        ...
 
     def update_record(self, record: MemoryRecord, vector: Sequence[float] | None = None) -> MemoryRecord:
         """Replace a record's mutable fields (content, dimensions, reinforcement) in place.
@@ -133,7 +147,6 @@ class Store(Protocol):
         """Re-embed: replace the vectors of these records (e.g. after switching embedders)."""
         ...
 
-    # -- retrieval primitives (inside one user's partition) -------------------------------
     def search_bm25(
         self, user_id: str, query: str, *, k: int, include_invalid: bool = False
     ) -> list[tuple[int, float]]:
@@ -150,14 +163,28 @@ class Store(Protocol):
         """Exact-or-rescored KNN by cosine inside the user's partition: (id, cosine), best first."""
         ...
 
-    # -- profiles ----------------------------------------------------------------------------
-    def get_profile(self, user_id: str) -> UserProfile: ...
 
-    def save_profile(self, profile: UserProfile, history: ProfileHistoryEntry | None = None) -> None: ...
+@runtime_checkable
+class ProfileStore(Protocol):
+    """The user's structured profile and the history of its changes."""
 
-    def profile_history(self, user_id: str) -> list[ProfileHistoryEntry]: ...
+    def get_profile(self, user_id: str) -> UserProfile:
+        """The user's profile (an empty one at version 0 when none was saved)."""
+        ...
 
-    # -- cursors and settings ---------------------------------------------------------------
+    def save_profile(self, profile: UserProfile, history: ProfileHistoryEntry | None = None) -> None:
+        """Replace the user's profile and append `history` (same user) in one transaction."""
+        ...
+
+    def profile_history(self, user_id: str) -> list[ProfileHistoryEntry]:
+        """The user's profile history, oldest first."""
+        ...
+
+
+@runtime_checkable
+class SettingsStore(Protocol):
+    """Forward-only cursors (how far each step has read) and per-user key-value settings."""
+
     def get_cursor(self, user_id: str, session_id: str, name: str) -> int:
         """A named cursor (0 when never set). Per (user, session); use session "" for per-user."""
         ...
@@ -166,12 +193,22 @@ class Store(Protocol):
         """Move a cursor forward; moving it backwards raises CursorRewindError."""
         ...
 
-    def get_kv(self, user_id: str, key: str) -> Any | None: ...
+    def get_kv(self, user_id: str, key: str) -> Any | None:
+        """The JSON value stored under (user, key), None when unset."""
+        ...
 
-    def set_kv(self, user_id: str, key: str, value: Any) -> None: ...
+    def set_kv(self, user_id: str, key: str, value: Any) -> None:
+        """Store a JSON-serialisable value under (user, key) (MemlabUsageError otherwise)."""
+        ...
 
-    # -- logs ----------------------------------------------------------------------------------
-    def append_event(self, event: Event) -> Event: ...
+
+@runtime_checkable
+class EventLog(Protocol):
+    """The event log (what each memory step did) and the per-candidate scoring log."""
+
+    def append_event(self, event: Event) -> Event:
+        """Append to the event log; returns the event with its `id`."""
+        ...
 
     def events(
         self,
@@ -185,21 +222,39 @@ class Store(Protocol):
         limit: int | None = None,
         newest_first: bool = False,
     ) -> list[Event]:
-        """Events in id order (newest first when asked, so `limit` takes the newest), filtered by
-        user, session, kind and time range [since, until]."""
+        """Events in id order, filtered by user, session, kind, time range [since, until] and ids > after_id.
+
+        `newest_first=True` returns the newest first, so `limit` then takes the newest rows.
+        """
         ...
 
-    def append_scores(self, event_id: int, user_id: str, rows: Sequence[ScoreRow]) -> None: ...
+    def append_scores(self, event_id: int, user_id: str, rows: Sequence[ScoreRow]) -> None:
+        """Append the scoring rows of one retrieval event."""
+        ...
 
-    def scores(self, event_id: int) -> list[ScoreRow]: ...
+    def scores(self, event_id: int) -> list[ScoreRow]:
+        """The scoring rows of one event, in the order they were appended."""
+        ...
 
-    # -- privacy -------------------------------------------------------------------------------
+
+@runtime_checkable
+class Store(MessageArchive, RecordStore, ProfileStore, SettingsStore, EventLog, Protocol):
+    """Persistence for one memlab database. Methods are synchronous and thread-safe."""
+
+    def close(self) -> None:
+        """Release the connections; the store cannot be used afterwards."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Group writes so they land together or not at all (nestable: inner blocks join)."""
+        ...
+
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Erase every row of the user (all tables); returns the counts removed per table."""
         ...
 
     def stats(self) -> dict[str, Any]:
-        """Counts per table, file size, embedder name and dimension."""
+        """Counts per table, size in bytes, embedder name, dimension and schema version."""
         ...
 
 
@@ -213,4 +268,3 @@ def open_store(url: str | None = None, *, dim: int = 384, embedder_name: str = "
     from engine.stores.sqlite import SQLiteStore
 
     return SQLiteStore(target, dim=dim, embedder_name=embedder_name)
-

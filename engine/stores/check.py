@@ -7,7 +7,8 @@ engine relies on. This reads every row and reports each broken invariant as one 
   or at another user's message; a record only grounds on messages its session's cursor covers;
 - records, vectors and full-text rows match one to one (same ids, same user, same validity);
 - no cross-user references (record sources, supersession, scoring rows, profile history);
-- `invalid_at` is set exactly when `superseded_by` is, and the superseding record exists.
+- `invalid_at` is set exactly when `superseded_by` is, and the superseding record exists;
+- the summary rows the bounded reads use (session heads, record counts) match the rows.
 
 SQLite files are checked row by row in SQL; other back ends through the store protocol (the
 vector and full-text tables are not visible there, so those checks are skipped and said so).
@@ -19,20 +20,22 @@ import json
 import os
 import sys
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError, MemlabError
+from engine.stores.sqlite import SQLiteStore, sqlite_module
 
-__all__ = ["check_store", "check_main", "summary"]
+__all__ = ["check_main", "check_store", "summary"]
 
 
 def check_store(store: Any) -> list[str]:
     """Every broken invariant of the store as one line each; an empty list means it is sound."""
-    conn = getattr(store, "conn", None)
-    if conn is None or not hasattr(store, "_lock"):
+    if not isinstance(store, SQLiteStore):
         return _check_protocol(store)
-    with store._lock:
+    with store.connection() as conn:
         return _check_sqlite(conn)
 
 
@@ -57,50 +60,87 @@ def _ids(value: Any) -> list[int]:
     return []
 
 
-def _check_sqlite(conn: Any) -> list[str]:
-    problems: list[str] = []
-    q = lambda sql, args=(): conn.execute(sql, args).fetchall()  # noqa: E731
+@dataclass(frozen=True, kw_only=True)
+class _Tables:
+    """What several SQLite checks read: message and record owners, the cursors, the record rows."""
 
+    msg_owner: dict[int, tuple[str, str]]
+    last_msg: dict[tuple[str, str], int]
+    cursors: dict[tuple[str, str, str], int]
+    rec_rows: list[tuple]
+    rec_owner: dict[int, str]
+    rec_valid: dict[int, int]
+
+
+def _read_tables(q: Callable[..., list]) -> _Tables:
+    rec_rows = q("SELECT id, user_id, valid, invalid_at, superseded_by, source FROM records")
+    return _Tables(
+        msg_owner={mid: (uid, sid) for mid, uid, sid in q("SELECT id, user_id, session_id FROM messages")},
+        last_msg={(uid, sid): mx for uid, sid, mx in q("SELECT user_id, session_id, max(id) FROM messages GROUP BY 1, 2")},
+        cursors={(uid, sid, name): value for uid, sid, name, value in q("SELECT user_id, session_id, name, value FROM cursors")},
+        rec_rows=rec_rows,
+        rec_owner={r[0]: r[1] for r in rec_rows},
+        rec_valid={r[0]: r[2] for r in rec_rows},
+    )
+
+
+def _check_sqlite(conn: Any) -> list[str]:
+    """Every check on an SQLite file, in SQL over its tables (see module docstring)."""
+    q = lambda sql, args=(): conn.execute(sql, args).fetchall()  # noqa: E731
     ok = q("PRAGMA quick_check")
+    problems: list[str] = []
     if [r[0] for r in ok] != ["ok"]:
         problems.append("SQLite quick_check: " + "; ".join(str(r[0]) for r in ok[:5]))
+    t = _read_tables(q)
+    for check in (_check_cursors, _check_supersession, _check_sources, _check_index_rows, _check_record_cursors,
+                  _check_scores, _check_extract_events, _check_profile_history, _check_summaries):
+        problems.extend(check(q, t))
+    return problems
 
-    msg_owner = {mid: (uid, sid) for mid, uid, sid in q("SELECT id, user_id, session_id FROM messages")}
-    last_msg: dict[tuple[str, str], int] = {
-        (uid, sid): mx for uid, sid, mx in q("SELECT user_id, session_id, max(id) FROM messages GROUP BY 1, 2")
-    }
-    cursors: dict[tuple[str, str, str], int] = {}
-    for uid, sid, name, value in q("SELECT user_id, session_id, name, value FROM cursors"):
-        cursors[(uid, sid, name)] = value
+
+def _check_cursors(q: Callable[..., list], t: _Tables) -> list[str]:
+    """Extract cursors point at their own session's messages, never past the last one."""
+    problems = []
+    for (uid, sid, name), value in t.cursors.items():
         if value < 0:
             problems.append(f"cursor {name!r} of user {uid!r} session {sid!r} is negative ({value})")
         if name != "extract" or value == 0:
             continue
-        last = last_msg.get((uid, sid))
+        last = t.last_msg.get((uid, sid))
         if last is None or value > last:
             problems.append(f"extract cursor of user {uid!r} session {sid!r} is {value}, beyond the session's "
                             f"last message ({last or 'none'})")
-        elif msg_owner.get(value) != (uid, sid):
+        elif t.msg_owner.get(value) != (uid, sid):
             problems.append(f"extract cursor of user {uid!r} session {sid!r} points at message {value}, "
-                            f"which belongs to {msg_owner.get(value)!r}")
+                            f"which belongs to {t.msg_owner.get(value)!r}")
+    return problems
 
-    rec_rows = q("SELECT id, user_id, valid, invalid_at, superseded_by, source FROM records")
-    rec_owner = {r[0]: r[1] for r in rec_rows}
-    rec_valid = {r[0]: r[2] for r in rec_rows}
-    for rid, uid, valid, invalid_at, sup, source in rec_rows:
+
+def _check_supersession(q: Callable[..., list], t: _Tables) -> list[str]:
+    """invalid_at, superseded_by and the valid flag agree; the successor exists and is the user's."""
+    problems = []
+    for rid, uid, valid, invalid_at, sup, _source in t.rec_rows:
         if (invalid_at is None) != (sup is None):
             problems.append(f"record {rid} of user {uid!r}: invalid_at is {invalid_at!r} but superseded_by is "
                             f"{sup!r} (they are set together by supersede)")
         if bool(valid) != (invalid_at is None):
             problems.append(f"record {rid} of user {uid!r}: valid flag {valid} disagrees with invalid_at {invalid_at!r}")
-        if sup is not None:
-            if sup == rid:
-                problems.append(f"record {rid} of user {uid!r} is superseded by itself")
-            elif sup not in rec_owner:
-                problems.append(f"record {rid} of user {uid!r} is superseded by record {sup}, which does not exist")
-            elif rec_owner[sup] != uid:
-                problems.append(f"cross-user reference: record {rid} of user {uid!r} is superseded by record {sup} "
-                                f"of user {rec_owner[sup]!r}")
+        if sup is None:
+            continue
+        if sup == rid:
+            problems.append(f"record {rid} of user {uid!r} is superseded by itself")
+        elif sup not in t.rec_owner:
+            problems.append(f"record {rid} of user {uid!r} is superseded by record {sup}, which does not exist")
+        elif t.rec_owner[sup] != uid:
+            problems.append(f"cross-user reference: record {rid} of user {uid!r} is superseded by record {sup} "
+                            f"of user {t.rec_owner[sup]!r}")
+    return problems
+
+
+def _check_sources(q: Callable[..., list], t: _Tables) -> list[str]:
+    """A record grounds only on the user's messages that its session's extract cursor covers."""
+    problems = []
+    for rid, uid, _valid, _invalid_at, _sup, source in t.rec_rows:
         if source is None:
             continue
         try:
@@ -110,9 +150,9 @@ def _check_sqlite(conn: Any) -> list[str]:
         except (ValueError, TypeError, KeyError):
             problems.append(f"record {rid} of user {uid!r}: unreadable source pointer {source[:80]!r}")
             continue
-        cursor = cursors.get((uid, sid, "extract"), 0)
+        cursor = t.cursors.get((uid, sid, "extract"), 0)
         for mid in mids:
-            owner = msg_owner.get(mid)
+            owner = t.msg_owner.get(mid)
             if owner is None:
                 problems.append(f"record {rid} of user {uid!r} grounds on message {mid}, which does not exist")
             elif owner[0] != uid:
@@ -121,44 +161,67 @@ def _check_sqlite(conn: Any) -> list[str]:
             elif mid > cursor and owner[1] == sid:
                 problems.append(f"record {rid} of user {uid!r} grounds on message {mid}, past the extract cursor "
                                 f"{cursor} of session {sid!r} (a record was written without its cursor move)")
+    return problems
 
+
+def _check_index_rows(q: Callable[..., list], t: _Tables) -> list[str]:
+    """Records, vec0 rows, float vectors and full-text rows match one to one (id, user, validity)."""
+    problems = []
     vec = {rid: (uid, valid) for rid, uid, valid in q("SELECT rowid, user_id, valid FROM records_vec")}
     fts = {rid: uid for rid, uid in q("SELECT rowid, user_id FROM records_fts")}
-    for rid, uid in rec_owner.items():
+    floats = {rid for (rid,) in q("SELECT id FROM record_vectors")}
+    for rid, uid in t.rec_owner.items():
         if rid not in vec:
             problems.append(f"record {rid} of user {uid!r} has no vector row")
         elif vec[rid][0] != uid:
             problems.append(f"cross-user reference: vector row {rid} is filed under user {vec[rid][0]!r}, "
                             f"its record under {uid!r}")
-        elif bool(vec[rid][1]) != bool(rec_valid[rid]):
+        elif bool(vec[rid][1]) != bool(t.rec_valid[rid]):
             problems.append(f"record {rid} of user {uid!r}: vector valid flag {vec[rid][1]} disagrees with the "
-                            f"record's {rec_valid[rid]}")
+                            f"record's {t.rec_valid[rid]}")
+        if rid not in floats:
+            problems.append(f"record {rid} of user {uid!r} has no float vector (record_vectors)")
         if rid not in fts:
             problems.append(f"record {rid} of user {uid!r} has no full-text row")
         elif fts[rid] != uid:
             problems.append(f"cross-user reference: full-text row {rid} is filed under user {fts[rid]!r}, "
                             f"its record under {uid!r}")
-    for rid in sorted(set(vec) - set(rec_owner)):
+    for rid in sorted(set(vec) - set(t.rec_owner)):
         problems.append(f"vector row {rid} (user {vec[rid][0]!r}) has no record (half-written or half-deleted)")
-    for rid in sorted(set(fts) - set(rec_owner)):
+    for rid in sorted(floats - set(t.rec_owner)):
+        problems.append(f"float vector {rid} has no record (half-written or half-deleted)")
+    for rid in sorted(set(fts) - set(t.rec_owner)):
         problems.append(f"full-text row {rid} (user {fts[rid]!r}) has no record (half-written or half-deleted)")
+    return problems
 
+
+def _check_record_cursors(q: Callable[..., list], t: _Tables) -> list[str]:
+    """Cursors over records (induct) point at one of the user's records."""
+    problems = []
     for name in ("induct",):
-        for (uid, sid, cname), value in cursors.items():
-            if cname == name and value and rec_owner.get(value) != uid:
+        for (uid, _sid, cname), value in t.cursors.items():
+            if cname == name and value and t.rec_owner.get(value) != uid:
                 problems.append(f"{name} cursor of user {uid!r} points at record {value}, which is "
-                                f"{'missing' if value not in rec_owner else 'of user ' + repr(rec_owner[value])}")
+                                f"{'missing' if value not in t.rec_owner else 'of user ' + repr(t.rec_owner[value])}")
+    return problems
 
+
+def _check_scores(q: Callable[..., list], t: _Tables) -> list[str]:
+    """Scoring rows point only at the same user's records and events."""
     event_owner = {eid: uid for eid, uid in q("SELECT id, user_id FROM events")}
     bad_scores: dict[tuple[str, str], int] = defaultdict(int)
-    for sid_, event_id, uid, record_id in q("SELECT id, event_id, user_id, record_id FROM scores"):
-        if rec_owner.get(record_id) not in (None, uid):
-            bad_scores[(uid, f"record {record_id} of user {rec_owner[record_id]!r}")] += 1
+    for _id, event_id, uid, record_id in q("SELECT id, event_id, user_id, record_id FROM scores"):
+        if t.rec_owner.get(record_id) not in (None, uid):
+            bad_scores[(uid, f"record {record_id} of user {t.rec_owner[record_id]!r}")] += 1
         if event_owner.get(event_id) not in (None, uid):
             bad_scores[(uid, f"event {event_id} of user {event_owner[event_id]!r}")] += 1
-    for (uid, what), n in sorted(bad_scores.items()):
-        problems.append(f"cross-user reference: {n} scoring row(s) of user {uid!r} point at {what}")
+    return [f"cross-user reference: {n} scoring row(s) of user {uid!r} point at {what}"
+            for (uid, what), n in sorted(bad_scores.items())]
 
+
+def _check_extract_events(q: Callable[..., list], t: _Tables) -> list[str]:
+    """An extract event names only the user's messages, each covered by its session's cursor."""
+    problems = []
     for eid, uid, payload in q("SELECT id, user_id, payload FROM events WHERE kind = 'extract'"):
         try:
             mids = _ids(json.loads(payload).get("message_ids"))
@@ -166,24 +229,48 @@ def _check_sqlite(conn: Any) -> list[str]:
             problems.append(f"extract event {eid} of user {uid!r}: unreadable payload")
             continue
         for mid in mids:
-            owner = msg_owner.get(mid)
+            owner = t.msg_owner.get(mid)
             if owner is None or owner[0] != uid:
                 problems.append(f"extract event {eid} of user {uid!r} names message {mid}, "
                                 f"{'which does not exist' if owner is None else 'of user ' + repr(owner[0])}")
-            elif mid > cursors.get((uid, owner[1], "extract"), 0):
+            elif mid > t.cursors.get((uid, owner[1], "extract"), 0):
                 problems.append(f"extract event {eid} of user {uid!r} extracted message {mid}, but the cursor of "
                                 f"session {owner[1]!r} never moved past it")
+    return problems
 
+
+def _check_profile_history(q: Callable[..., list], t: _Tables) -> list[str]:
+    """Profile history cites only the user's own records."""
+    problems = []
     for hid, uid, entry in q("SELECT id, user_id, entry FROM profile_history"):
         try:
             rids = _ids(json.loads(entry).get("record_ids"))
         except (ValueError, AttributeError):
             problems.append(f"profile history row {hid} of user {uid!r}: unreadable entry")
             continue
-        foreign = [r for r in rids if rec_owner.get(r) not in (None, uid)]
+        foreign = [r for r in rids if t.rec_owner.get(r) not in (None, uid)]
         if foreign:
             problems.append(f"cross-user reference: profile history row {hid} of user {uid!r} cites records "
                             f"{foreign} of other users")
+    return problems
+
+
+def _check_summaries(q: Callable[..., list], t: _Tables) -> list[str]:
+    """The summary rows the bounded reads rely on match the rows they summarise."""
+    problems = []
+    heads = {(u, s): (f, la) for u, s, f, la in q("SELECT user_id, session_id, first_id, last_id FROM session_heads")}
+    actual = {(u, s): (f, la) for u, s, f, la in
+              q("SELECT user_id, session_id, min(id), max(id) FROM messages GROUP BY 1, 2")}  # fmt: skip
+    for key in sorted(set(heads) | set(actual)):
+        if heads.get(key) != actual.get(key):
+            problems.append(f"session head of user {key[0]!r} session {key[1]!r} is {heads.get(key)} (first, last "
+                            f"message id) but the messages say {actual.get(key)}")
+    counts = {u: (n, c) for u, n, c in q("SELECT user_id, total, current FROM record_counts") if n or c}
+    real = {u: (n, c) for u, n, c in q("SELECT user_id, count(*), sum(valid) FROM records GROUP BY 1")}
+    for uid in sorted(set(counts) | set(real)):
+        if counts.get(uid) != real.get(uid):
+            problems.append(f"record count of user {uid!r} is {counts.get(uid)} (all, current) but the records "
+                            f"say {real.get(uid)}")
     return problems
 
 
@@ -247,10 +334,11 @@ def check_main(url: str | None) -> int:
 
 def _stored_dim(path: str) -> int:
     """Open with the file's own vector dimension, whatever embedder wrote it."""
-    from engine.stores.sqlite import _sqlite
-
+    driver = sqlite_module()
+    if driver is None:
+        raise ConfigError(f"{path}: no SQLite driver here can load extensions; pip install sqlean.py==3.50.4.5")
     try:
-        conn = _sqlite.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        conn = driver.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
         try:
             row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         finally:

@@ -1,0 +1,170 @@
+"""The SQLite schema as versioned migrations, recorded in PRAGMA user_version.
+
+Each step is a named function of DDL statements (and backfills) that takes the file from
+version N-1 to N. Released steps never change: a file written by any earlier memlab is brought
+forward by running the steps it lacks, keeping every row. `migrate` runs them under SQLite's
+write lock (BEGIN IMMEDIATE, waiting up to the busy timeout), re-reading the version inside
+the lock, one transaction per step with its version bump, so concurrent openers of a new or old
+file migrate it exactly once (see engine.stores.migrate).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.errors import StoreError
+from engine.stores.migrate import (
+    Migration,
+    check_sequence,
+    newer_schema_error,
+    run_statements,
+)
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
+
+
+def _executor(conn: Any):
+    """Run one statement: plain SQL text, or (SQL, parameters)."""
+    return lambda statement: conn.execute(*statement) if isinstance(statement, tuple) else conn.execute(statement)
+
+
+def _initial(conn: Any, ctx: dict[str, Any]) -> None:
+    dim = int(ctx["dim"])
+    bits = f", embedding_bits bit[{dim}]" if dim % 8 == 0 else ""
+    statements = [
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+            role TEXT NOT NULL, content TEXT NOT NULL, created_at TEXT NOT NULL, created_ts REAL NOT NULL,
+            name TEXT, tool_call_id TEXT)""",
+        "CREATE INDEX messages_user_session ON messages(user_id, session_id, id)",
+        """CREATE TABLE records (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, content TEXT NOT NULL,
+            memory_type TEXT NOT NULL, tags TEXT NOT NULL, theme TEXT NOT NULL,
+            time_start TEXT, time_end TEXT, start_ts REAL, end_ts REAL, granularity TEXT, time_text TEXT,
+            location TEXT, reason TEXT, purpose TEXT, keywords TEXT NOT NULL, source TEXT,
+            created_at TEXT NOT NULL, created_ts REAL NOT NULL, last_reinforced_at TEXT,
+            strengthen_count INTEGER NOT NULL DEFAULT 0, valid_from TEXT, invalid_at TEXT,
+            superseded_by INTEGER, valid INTEGER NOT NULL DEFAULT 1)""",
+        "CREATE INDEX records_user_valid ON records(user_id, valid, id)",
+        "CREATE VIRTUAL TABLE records_fts USING fts5(body, user_id UNINDEXED, tokenize='unicode61')",
+        # float vectors by id: vec0 point lookups by rowid are slow, rescoring and vectors() read here
+        "CREATE TABLE record_vectors (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)",
+        f"""CREATE VIRTUAL TABLE records_vec USING vec0(
+            user_id text partition key, valid integer,
+            embedding float[{dim}] distance_metric=cosine{bits})""",
+        """CREATE TABLE profiles (user_id TEXT PRIMARY KEY, fields TEXT NOT NULL, version INTEGER NOT NULL,
+            updated_at TEXT)""",
+        """CREATE TABLE profile_history (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL,
+            version INTEGER NOT NULL, at TEXT NOT NULL, entry TEXT NOT NULL)""",
+        "CREATE INDEX profile_history_user ON profile_history(user_id, id)",
+        """CREATE TABLE cursors (user_id TEXT NOT NULL, session_id TEXT NOT NULL, name TEXT NOT NULL,
+            value INTEGER NOT NULL, PRIMARY KEY (user_id, session_id, name))""",
+        "CREATE TABLE kv (user_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (user_id, key))",
+        """CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL, at_ts REAL NOT NULL,
+            turn INTEGER, event_no INTEGER, payload TEXT NOT NULL)""",
+        "CREATE INDEX events_user ON events(user_id, session_id, id)",
+        """CREATE TABLE scores (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id INTEGER NOT NULL,
+            user_id TEXT NOT NULL, record_id INTEGER NOT NULL, row TEXT NOT NULL)""",
+        "CREATE INDEX scores_event ON scores(event_id, id)",
+        "CREATE INDEX scores_user ON scores(user_id)",
+        (
+            "INSERT INTO meta(key, value) VALUES ('dim', ?), ('embedder_name', ?)",
+            (str(dim), str(ctx["embedder_name"])),
+        ),
+    ]
+    run_statements(_executor(conn), statements, version=1)
+
+
+def _partition_versions(conn: Any, ctx: dict[str, Any]) -> None:
+    """A version per user partition, bumped by every write to its vectors or validity.
+
+    Versions come from one store-wide sequence (meta `vec_seq`), so a number is never reused,
+    even after forget_user: a reader holding an in-memory copy of a partition (see
+    engine.stores.sqlite.vectors) knows it is current when the version it read it at is still
+    the stored one, whichever connection or process wrote last.
+    """
+    run_statements(_executor(conn), [
+        "CREATE TABLE partition_versions (user_id TEXT PRIMARY KEY, version INTEGER NOT NULL)",
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('vec_seq', '1')",
+        "INSERT INTO partition_versions(user_id, version) SELECT DISTINCT user_id, 1 FROM records",
+    ], version=2)
+
+
+def _bounded_reads(conn: Any, ctx: dict[str, Any]) -> None:
+    """Indexes and summary rows so that no read needs a user's whole history.
+
+    `session_heads` holds each (user, session)'s first and last message id, kept by add_message
+    in its own transaction: sessions() and pending_sessions() read one row per session.
+    `record_counts` holds each user's record counts (all, current), kept by the record writes:
+    count_records is one row. The indexes serve every newest-first / after-a-cursor read with
+    an index range (messages by session and role, events by kind, records with history).
+    `profiles.updated_at_ts` gives profiles the same (text, epoch) time pair as messages.
+    """
+    run_statements(_executor(conn), [
+        """CREATE TABLE session_heads (user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+            first_id INTEGER NOT NULL, last_id INTEGER NOT NULL, PRIMARY KEY (user_id, session_id))""",
+        """INSERT INTO session_heads(user_id, session_id, first_id, last_id)
+            SELECT user_id, session_id, min(id), max(id) FROM messages GROUP BY user_id, session_id""",
+        "CREATE INDEX session_heads_first ON session_heads(user_id, first_id)",
+        """CREATE TABLE record_counts (user_id TEXT PRIMARY KEY, total INTEGER NOT NULL,
+            current INTEGER NOT NULL)""",
+        """INSERT INTO record_counts(user_id, total, current)
+            SELECT user_id, count(*), sum(valid) FROM records GROUP BY user_id""",
+        "CREATE INDEX messages_user ON messages(user_id, id)",
+        "CREATE INDEX messages_user_session_role ON messages(user_id, session_id, role, id)",
+        "CREATE INDEX messages_user_role ON messages(user_id, role, id)",
+        "CREATE INDEX records_user ON records(user_id, id)",
+        "CREATE INDEX events_user_id ON events(user_id, id)",
+        "CREATE INDEX events_user_kind ON events(user_id, kind, id)",
+        "ALTER TABLE profiles ADD COLUMN updated_at_ts REAL",
+        "UPDATE profiles SET updated_at_ts = (julianday(updated_at) - 2440587.5) * 86400.0 WHERE updated_at IS NOT NULL",
+    ], version=3)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(version=1, name="tables", apply=_initial),
+    Migration(version=2, name="partition versions", apply=_partition_versions),
+    Migration(version=3, name="bounded reads (session heads, record counts, indexes)", apply=_bounded_reads),
+)
+#: The schema this code writes; a file at a higher version is refused (a newer memlab wrote it).
+SCHEMA_VERSION = check_sequence(MIGRATIONS)
+
+
+def schema_version(conn: Any) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: Any, *, dim: int, embedder_name: str, where: str, target: int = SCHEMA_VERSION) -> int:
+    """Bring the file to `target` (default: the latest), each missing step once; returns the version.
+
+    The version is read again inside each step's exclusive transaction, so when several
+    connections race on a new or old file the first runs the step and the others, having
+    waited for the lock, find it done. A file with tables but no version is not a memlab store.
+    """
+    version = schema_version(conn)
+    if version > SCHEMA_VERSION:
+        raise newer_schema_error(where, version, SCHEMA_VERSION)
+    context = {"dim": int(dim), "embedder_name": embedder_name}
+    while version < target:
+        conn.execute("BEGIN IMMEDIATE")  # waits (busy timeout) while another opener migrates
+        try:
+            version = schema_version(conn)
+            if version > SCHEMA_VERSION:
+                raise newer_schema_error(where, version, SCHEMA_VERSION)
+            if version < target:
+                _refuse_foreign(conn, version, where)
+                MIGRATIONS[version].apply(conn, context)
+                version += 1
+                conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return version
+
+
+def _refuse_foreign(conn: Any, version: int, where: str) -> None:
+    if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
+        raise StoreError(f"{where} is an SQLite file but not a memlab store; choose another path")

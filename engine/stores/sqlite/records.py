@@ -1,0 +1,248 @@
+"""SQLiteStore's records: rows, their vec0 and float vectors, full text, counts, in one transaction.
+
+A mixin of SQLiteStore (engine.stores.sqlite.store), which provides `_read()`, `_write()`,
+`dim`, `_has_bits`, `_bump(conn, user_id, patch)` (record a write to the user's vectors or
+validity, patching the in-memory copy), `_vector_partition(conn, user_id, build=...)` and
+`_partition_sizes`. Every write to records also keeps the user's row in `record_counts`, so
+`count_records` reads one row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from engine.core.clock import ensure_aware
+from engine.core.errors import ConfigError, MemlabUsageError
+from engine.core.records import MemoryRecord
+from engine.stores.dialect import to_json
+from engine.stores.sql import check_vector
+from engine.stores.sqlite.rows import (
+    MUTABLE_COLUMNS,
+    RECORD_COLUMNS,
+    fts_body,
+    ids_json,
+    insert_values,
+    mutable_values,
+    record_from_row,
+)
+
+__all__ = ["SQLiteRecords", "sign_bits"]
+
+_VEC_INSERT_BITS = "INSERT INTO records_vec(rowid, user_id, valid, embedding, embedding_bits) VALUES (?, ?, ?, ?, vec_bit(?))"
+_VEC_INSERT = "INSERT INTO records_vec(rowid, user_id, valid, embedding) VALUES (?, ?, ?, ?)"
+
+
+def sign_bits(arr: np.ndarray) -> bytes:
+    """The vector's sign bits, packed as vec0's bit[] column wants them."""
+    return np.packbits(arr > 0, bitorder="little").tobytes()
+
+
+class SQLiteRecords:
+    """add/get/list/count/update/reinforce/supersede records and their vectors (see module docstring)."""
+
+    def _vector(self, vector: Sequence[float], what: str) -> np.ndarray:
+        return check_vector(vector, self.dim, what)
+
+    def _vec_row(self, rid: int, user_id: str, valid: bool, arr: np.ndarray) -> tuple:
+        if self._has_bits:
+            return (rid, user_id, int(valid), arr.tobytes(), sign_bits(arr))
+        return (rid, user_id, int(valid), arr.tobytes())
+
+    def _insert_vec(self, conn: Any, rid: int, user_id: str, valid: bool, arr: np.ndarray) -> None:
+        conn.execute("INSERT OR REPLACE INTO record_vectors(id, embedding) VALUES (?, ?)", (rid, arr.tobytes()))
+        conn.execute(_VEC_INSERT_BITS if self._has_bits else _VEC_INSERT, self._vec_row(rid, user_id, valid, arr))
+
+    @staticmethod
+    def _count_change(conn: Any, user_id: str, total: int, current: int) -> None:
+        conn.execute(
+            "INSERT INTO record_counts(user_id, total, current) VALUES (?, ?, ?) ON CONFLICT(user_id) DO UPDATE "
+            "SET total = total + excluded.total, current = current + excluded.current",
+            (user_id, int(total), int(current)),
+        )
+
+    @staticmethod
+    def _assign_ids(conn: Any, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """Ids for records without one, assigned while the write lock is held (rows then go in batches)."""
+        next_id = conn.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'records'), 0), "
+            "coalesce((SELECT max(id) FROM records), 0))"
+        ).fetchone()[0]
+        out = []
+        for r in records:
+            if r.id is None:
+                next_id += 1
+                out.append(replace(r, id=next_id))
+            else:
+                next_id = max(next_id, int(r.id))
+                out.append(r)
+        return out
+
+    def add_records(self, records: Sequence[MemoryRecord], vectors: Sequence[Sequence[float]]) -> list[MemoryRecord]:
+        if len(records) != len(vectors):
+            raise ConfigError(f"add_records got {len(records)} records but {len(vectors)} vectors; give one vector per record")
+        arrays = [self._vector(v, f"vector {i}") for i, v in enumerate(vectors)]
+        with self._write() as conn:
+            out = self._assign_ids(conn, records)
+            pairs = list(zip(out, arrays, strict=True))
+            conn.executemany(
+                f"INSERT INTO records(id, user_id, {MUTABLE_COLUMNS}, created_at, created_ts, invalid_at, "
+                f"superseded_by, valid) VALUES ({', '.join('?' * 25)})",
+                [insert_values(r) for r in out],
+            )
+            conn.executemany("INSERT INTO records_fts(rowid, body, user_id) VALUES (?, ?, ?)",
+                             [(r.id, fts_body(r), r.user_id) for r in out])  # fmt: skip
+            conn.executemany("INSERT INTO record_vectors(id, embedding) VALUES (?, ?)",
+                             [(r.id, a.tobytes()) for r, a in pairs])  # fmt: skip
+            conn.executemany(_VEC_INSERT_BITS if self._has_bits else _VEC_INSERT,
+                             [self._vec_row(r.id, r.user_id, r.invalid_at is None, a) for r, a in pairs])  # fmt: skip
+            self._partition_sizes.clear()
+            by_user: dict[str, list[int]] = {}
+            for i, r in enumerate(out):
+                by_user.setdefault(r.user_id, []).append(i)
+            for uid, idx in by_user.items():
+                self._count_change(conn, uid, len(idx), sum(out[i].invalid_at is None for i in idx))
+                self._bump(conn, uid, lambda part, idx=idx: part.append(
+                    [out[i].id for i in idx], np.stack([arrays[i] for i in idx]),
+                    [out[i].invalid_at is None for i in idx]))
+        return out
+
+    def get_records(self, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {RECORD_COLUMNS} FROM records WHERE +user_id = ? "
+                "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
+                (user_id, ids_json(ids)),
+            )
+            return [record_from_row(r) for r in rows]
+
+    def records(
+        self,
+        user_id: str,
+        *,
+        include_invalid: bool = False,
+        memory_type: str | None = None,
+        tags_any: Sequence[str] | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+        after_id: int | None = None,
+    ) -> list[MemoryRecord]:
+        # records_user (user_id, id) serves history reads, records_user_valid (user_id, valid, id) current ones
+        sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE user_id = ?"
+        args: list[Any] = [user_id]
+        if not include_invalid:
+            sql += " AND valid = 1"
+        if after_id is not None:
+            sql += " AND id > ?"
+            args.append(int(after_id))
+        if memory_type is not None:
+            sql += " AND memory_type = ?"
+            args.append(memory_type)
+        if tags_any is not None:
+            # a substring test on the JSON text skips most rows cheaply; json_each decides exactly
+            needles = [to_json(str(t)) for t in tags_any] or ['"']
+            sql += " AND (" + " OR ".join("instr(tags, ?) > 0" for _ in needles) + ")"
+            sql += " AND EXISTS (SELECT 1 FROM json_each(records.tags) t WHERE t.value IN (SELECT value FROM json_each(?)))"
+            args.extend(needles)
+            args.append(to_json(list(tags_any)))
+        sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self._read() as conn:
+            return [record_from_row(r) for r in conn.execute(sql, args)]
+
+    def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int:
+        column = "total" if include_invalid else "current"
+        sql, args = f"SELECT coalesce(sum({column}), 0) FROM record_counts", ()
+        if user_id is not None:
+            sql, args = sql + " WHERE user_id = ?", (user_id,)
+        with self._read() as conn:
+            return int(conn.execute(sql, args).fetchone()[0])
+
+    @staticmethod
+    def _require_record(conn: Any, user_id: str, rid: Any, action: str) -> tuple:
+        row = conn.execute("SELECT id, valid FROM records WHERE id = ? AND user_id = ?", (rid, user_id)).fetchone()
+        if row is None:
+            raise MemlabUsageError(
+                f"cannot {action}: record {rid!r} of user {user_id!r} does not exist; add it with add_records first"
+            )
+        return row
+
+    def update_record(self, record: MemoryRecord, vector: Sequence[float] | None = None) -> MemoryRecord:
+        arr = None if vector is None else self._vector(vector, "update_record vector")
+        with self._write() as conn:
+            _, valid = self._require_record(conn, record.user_id, record.id, "update a record")
+            sets = ", ".join(f"{c.strip()} = ?" for c in MUTABLE_COLUMNS.split(","))
+            conn.execute(f"UPDATE records SET {sets} WHERE id = ? AND user_id = ?",
+                         [*mutable_values(record), record.id, record.user_id])  # fmt: skip
+            conn.execute("UPDATE records_fts SET body = ? WHERE rowid = ?", (fts_body(record), record.id))
+            if arr is not None:
+                # vec0 0.1.9 cannot UPDATE a bit[] column; replace the row inside this transaction
+                conn.execute("DELETE FROM records_vec WHERE rowid = ?", (record.id,))
+                self._insert_vec(conn, record.id, record.user_id, bool(valid), arr)
+                self._bump(conn, record.user_id, lambda part: part.set_vector(record.id, arr))
+            row = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id = ?", (record.id,)).fetchone()
+            return record_from_row(row)
+
+    def reinforce(self, user_id: str, ids: Sequence[int], at: datetime) -> None:
+        ensure_aware(at, what="reinforce time")
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE records SET strengthen_count = strengthen_count + 1, last_reinforced_at = ? "
+                "WHERE +user_id = ? AND id IN (SELECT value FROM json_each(?))",
+                (at.isoformat(), user_id, ids_json(ids)),
+            )
+
+    def supersede(self, user_id: str, old_id: int, new_id: int, at: datetime) -> None:
+        ensure_aware(at, what="supersede time")
+        with self._write() as conn:
+            _, was_valid = self._require_record(conn, user_id, old_id, "supersede a record")
+            self._require_record(conn, user_id, new_id, "supersede with a record")
+            conn.execute(
+                "UPDATE records SET invalid_at = ?, superseded_by = ?, valid = 0 WHERE id = ? AND user_id = ?",
+                (at.isoformat(), int(new_id), int(old_id), user_id),
+            )
+            conn.execute("UPDATE records_vec SET valid = 0 WHERE rowid = ?", (int(old_id),))
+            if was_valid:
+                self._count_change(conn, user_id, 0, -1)
+            self._bump(conn, user_id, lambda part: part.set_valid(int(old_id), False))
+
+    def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        with self._read() as conn:
+            part = self._vector_partition(conn, user_id, build=False)
+            if part is not None:  # the partition is in memory and current: no need to read the blobs
+                return {rid: vec.astype(float).tolist() for rid, vec in sorted(part.vectors(ids).items())}
+            for rid, blob in self._blobs(conn, user_id, ids):
+                out[rid] = np.frombuffer(blob, dtype=np.float32).astype(float).tolist()
+        return out
+
+    @staticmethod
+    def _blobs(conn: Any, user_id: str, ids: Sequence[int]) -> list[tuple[int, bytes]]:
+        return conn.execute(
+            "SELECT DISTINCT r.id, v.embedding FROM json_each(?) j CROSS JOIN records r ON r.id = j.value "
+            "JOIN record_vectors v ON v.id = r.id WHERE r.user_id = ? ORDER BY r.id",
+            (ids_json(ids), user_id),
+        ).fetchall()
+
+    def replace_vectors(self, user_id: str, vectors: Mapping[int, Sequence[float]]) -> None:
+        arrays = {int(k): self._vector(v, f"vector of record {k}") for k, v in vectors.items()}
+        with self._write() as conn:
+            owned = dict(conn.execute(
+                "SELECT id, valid FROM records WHERE +user_id = ? AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
+                (user_id, ids_json(list(arrays))),
+            ).fetchall())  # fmt: skip
+            missing = sorted(set(arrays) - set(owned))
+            if missing:
+                raise MemlabUsageError(
+                    f"cannot replace vectors: records {missing} of user {user_id!r} do not exist; pass only the user's ids"
+                )
+            for rid, arr in arrays.items():
+                conn.execute("DELETE FROM records_vec WHERE rowid = ?", (rid,))
+                self._insert_vec(conn, rid, user_id, bool(owned[rid]), arr)
+            self._bump(conn, user_id, lambda part: [part.set_vector(rid, arr) for rid, arr in arrays.items()])

@@ -1,0 +1,166 @@
+"""Exact dense search over in-memory copies of each user's float32 vectors, under a memory budget.
+
+A matrix product over a user's whole partition is exact and, with numpy, faster than vec0's
+float scan (~15 ms at 100k vectors of 384 dims against ~100 ms). A `VectorPartition` is one
+user's copy, read once from `record_vectors`; it is current while its `version` equals the
+user's row in `partition_versions`, which every write to the user's vectors or validity bumps
+(from any connection or process). `VectorCache` keeps the partitions least recently used first
+and evicts to stay within its byte budget; partitions larger than the budget are never copied
+(the store searches them with vec0 instead).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition", "partition_from_rows"]
+
+#: Default memory for the in-memory vector partitions (100k vectors of 384 dims take ~150 MB).
+VECTOR_CACHE_MB = 1024
+#: Bytes a cached vector costs beyond its floats (id, norm, validity, index entry), for budgeting.
+BYTES_PER_VECTOR_OVERHEAD = 120
+
+
+class VectorPartition:
+    """One user's vectors in memory, with ids, inverse norms and validity, patched in place."""
+
+    __slots__ = ("ids", "index", "inv_norm", "mat", "n", "valid", "version")
+
+    def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray):
+        self.version = version
+        self.n = len(ids)
+        self.ids = ids
+        self.mat = mat
+        self.inv_norm = self._inv_norm(mat)
+        self.valid = valid
+        self.index = {int(rid): i for i, rid in enumerate(ids.tolist())}
+
+    @staticmethod
+    def _inv_norm(mat: np.ndarray) -> np.ndarray:
+        norm = np.linalg.norm(mat, axis=1)
+        return np.divide(1.0, norm, out=np.zeros_like(norm), where=norm > 0).astype(np.float32)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.mat.nbytes + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes) + 100 * len(self.index)
+
+    def append(self, ids: Sequence[int], mat: np.ndarray, valid: Sequence[bool]) -> None:
+        m = len(ids)
+        if self.n + m > len(self.ids):  # grow by doubling so a stream of small adds stays linear
+            cap = max(2 * len(self.ids), self.n + m, 16)
+            for name in ("ids", "mat", "inv_norm", "valid"):
+                old = getattr(self, name)
+                new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+                new[: self.n] = old[: self.n]
+                setattr(self, name, new)
+        sl = slice(self.n, self.n + m)
+        self.ids[sl] = ids
+        self.mat[sl] = mat
+        self.inv_norm[sl] = self._inv_norm(mat)
+        self.valid[sl] = valid
+        for i, rid in enumerate(ids):
+            self.index[int(rid)] = self.n + i
+        self.n += m
+
+    def set_vector(self, rid: int, arr: np.ndarray) -> None:
+        i = self.index[int(rid)]
+        self.mat[i] = arr
+        self.inv_norm[i] = self._inv_norm(arr.reshape(1, -1))[0]
+
+    def set_valid(self, rid: int, valid: bool) -> None:
+        self.valid[self.index[int(rid)]] = valid
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        return {int(rid): self.mat[self.index[int(rid)]] for rid in ids if int(rid) in self.index}
+
+    def search(self, q: np.ndarray, k: int, include_invalid: bool) -> list[tuple[int, float]]:
+        """Exact top-k by cosine, best first, ties by id."""
+        n = self.n
+        if n == 0:
+            return []
+        qn = float(np.linalg.norm(q))
+        # einsum, not BLAS: a threaded sgemv is 2-4x slower on a busy 2-core machine and no faster idle
+        scores = np.einsum("ij,j->i", self.mat[:n], q) * self.inv_norm[:n]
+        scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
+        eligible = n
+        if not include_invalid:
+            valid = self.valid[:n]
+            eligible = int(np.count_nonzero(valid))
+            scores[~valid] = -np.inf
+        k = min(k, eligible)
+        if k <= 0:
+            return []
+        if k < n:  # everything at least as good as the k-th score, so ties at the edge go by id
+            kth = np.partition(scores, n - k)[n - k]
+            cand = np.flatnonzero(scores >= kth)
+        else:
+            cand = np.flatnonzero(scores > -np.inf)
+        ids = self.ids[cand]
+        order = np.lexsort((ids, -scores[cand]))[:k]
+        return [(int(ids[i]), float(scores[cand[i]])) for i in order]
+
+
+class VectorCache:
+    """user -> VectorPartition, least recently used first, at most `budget_bytes` in all."""
+
+    def __init__(self, *, budget_bytes: int, dim: int):
+        self.budget_bytes = int(budget_bytes)
+        self.dim = int(dim)
+        self._parts: OrderedDict[str, VectorPartition] = OrderedDict()
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id in self._parts
+
+    def __getitem__(self, user_id: str) -> VectorPartition:
+        return self._parts[user_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def fits(self, n_vectors: int) -> bool:
+        """Whether a partition of this many vectors may be copied at all."""
+        return n_vectors * (self.dim * 4 + BYTES_PER_VECTOR_OVERHEAD) <= self.budget_bytes
+
+    def current(self, user_id: str, version: int) -> VectorPartition | None:
+        """The user's copy when it is at `version` (marked most recently used); a stale one is dropped."""
+        part = self._parts.get(user_id)
+        if part is None:
+            return None
+        if part.version != version:
+            del self._parts[user_id]
+            return None
+        self._parts.move_to_end(user_id)
+        return part
+
+    def put(self, user_id: str, part: VectorPartition) -> VectorPartition | None:
+        """Keep a copy as the most recently used; returns it, or None when the budget evicted it."""
+        self._parts[user_id] = part
+        self._parts.move_to_end(user_id)
+        self._trim()
+        return self._parts.get(user_id)
+
+    def pop(self, user_id: str) -> VectorPartition | None:
+        return self._parts.pop(user_id, None)
+
+    def clear(self) -> None:
+        self._parts.clear()
+
+    def _trim(self) -> None:
+        total = sum(p.nbytes for p in self._parts.values())
+        while self._parts and total > self.budget_bytes:
+            _, evicted = self._parts.popitem(last=False)
+            total -= evicted.nbytes
+
+
+def partition_from_rows(version: int, rows: Sequence[tuple[int, int, bytes]], dim: int) -> VectorPartition:
+    """A partition from (id, valid, float32 blob) rows in id order."""
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    valid = np.fromiter((bool(r[1]) for r in rows), dtype=bool, count=len(rows))
+    mat = np.frombuffer(bytearray(b"".join(r[2] for r in rows)), dtype=np.float32).reshape(len(rows), dim)
+    return VectorPartition(version, ids, mat, valid)

@@ -1,0 +1,67 @@
+"""Opening a database: concurrent creation, kills inside a migration, upgrades and refusals.
+
+Each test calls the harness in benchmarks/harness/migrations.py (the reliability report calls the
+same functions with larger sizes) and asserts the numbers that must be zero.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.harness.migrations import (
+    default_kill_points,
+    run_concurrent_open,
+    run_concurrent_replays,
+    run_migration_kill,
+    run_newer_version_refused,
+    run_upgrade_from_previous,
+    statement_counts,
+)
+from engine.stores.migrate import newer_schema_error
+from engine.stores.sqlite import MIGRATIONS, SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("processes", [2, 8])
+def test_processes_and_threads_open_one_fresh_file_at_once(tmp_path, processes):
+    r = run_concurrent_open(tmp_path, processes=processes, threads=2, rounds=4)
+    print(f"\n{r.to_dict()}")
+    assert r.failures == [] and r.opened == r.opens == processes * 2 * 4
+    assert r.messages_lost == 0 and r.check_problems == []
+
+
+def test_processes_upgrade_one_old_file_at_once_keeping_every_row(tmp_path):
+    r = run_concurrent_open(tmp_path, processes=6, threads=1, rounds=3, from_version=SCHEMA_VERSION - 1)
+    assert r.failures == [] and r.opened == r.opens
+    assert r.messages_lost == 0 and r.old_rows_lost == 0 and r.check_problems == []
+
+
+def test_a_kill_inside_any_migration_keeps_the_old_version_and_a_reopen_finishes(tmp_path):
+    points = default_kill_points()
+    assert {v for v, _ in points} == {m.version for m in MIGRATIONS}
+    assert all(i <= statement_counts()[v] for v, i in points)
+    r = run_migration_kill(tmp_path, points=points)
+    print(f"\n{r.to_dict()}")
+    assert r.failures == [] and r.killed == len(points)
+    assert r.old_version_kept == r.completed_on_reopen == len(points)
+    assert r.rows_written > 0 and r.rows_lost == 0 and r.check_problems == []
+
+
+def test_files_of_every_earlier_version_upgrade_keeping_every_row(tmp_path):
+    r = run_upgrade_from_previous(tmp_path, versions=range(1, SCHEMA_VERSION))
+    assert r.from_versions == list(range(1, SCHEMA_VERSION)) and r.to_version == SCHEMA_VERSION
+    assert r.rows_written > 0 and r.rows_lost == 0 and r.failures == [] and r.check_problems == []
+
+
+def test_a_file_from_a_newer_memlab_is_refused_and_left_alone(tmp_path):
+    r = run_newer_version_refused(tmp_path)
+    assert r.refused and r.says_upgrade and r.file_untouched, r.to_dict()
+    assert r.message.startswith(f"{str(tmp_path / 'newer.db')!r} was written by memlab schema {SCHEMA_VERSION + 1}")
+    assert "this memlab knows up to" in str(newer_schema_error("x", 9, 3))
+
+
+@pytest.mark.parametrize("processes", [2, 8])
+def test_concurrent_cli_replays_on_a_fresh_file_all_succeed_and_check_clean(tmp_path, processes):
+    r = run_concurrent_replays(tmp_path, processes=processes)
+    print(f"\n{r.to_dict()}")
+    assert r.exit_codes == [0] * processes, r.errors
+    assert r.check_exit == 0 and "every invariant holds" in r.check_output
