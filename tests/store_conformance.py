@@ -173,6 +173,23 @@ class StoreConformance:
         store.append_event(Event(user_id="v", session_id="s", kind="gate", at=T0, payload={"i": 99}, turn=9))
         assert [e.payload["i"] for e in store.events(user_id="u", session_id="s", newest_first=True, limit=2)] == [4, 3]
 
+    def test_said_at_lasting_and_profile_sources_round_trip(self, store):
+        said = datetime(2026, 2, 1, 8, 30, tzinfo=CST)
+        saved = store.add_records([rec("u", "ship this one to the office, only this time", said_at=said,
+                                       lasting=False), rec("u", "lives in Porto")], self.vecs(2))
+        got = {r.id: r for r in store.get_records("u", [r.id for r in saved])}
+        one_off, durable = got[saved[0].id], got[saved[1].id]
+        assert one_off.said_at == said and one_off.said_at.utcoffset() == said.utcoffset() and not one_off.lasting
+        assert durable.said_at is None and durable.lasting
+        assert one_off.reinforced_at == said  # decay starts when it was said, not at creation
+        store.update_record(replace(one_off, content="ship to the office this once", lasting=True), None)
+        assert store.get_records("u", [one_off.id])[0].lasting
+        profile = UserProfile(user_id="u", fields={"identity": ("lives in Porto",)}, version=1, updated_at=T0,
+                              sources={"identity": {"lives in Porto": (saved[1].id,)}})
+        store.save_profile(profile)
+        back = store.get_profile("u")
+        assert back.sources_of("identity", "lives in Porto") == (saved[1].id,) and back.to_dict() == profile.to_dict()
+
     def test_records_after_a_cursor(self, store):
         saved = store.add_records([rec("u", f"fact {i}") for i in range(6)], self.vecs(6))
         store.add_records([rec("v", "other user's fact")], self.vecs(1, seed=1))

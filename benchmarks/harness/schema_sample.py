@@ -129,6 +129,7 @@ def _insert_derived(conn: Any, version: int) -> None:
         conn.execute("INSERT INTO session_heads SELECT user_id, session_id, min(id), max(id) FROM messages GROUP BY 1, 2")
         conn.execute("INSERT INTO record_counts SELECT user_id, count(*), sum(valid) FROM records GROUP BY 1")
         conn.execute("UPDATE profiles SET updated_at_ts = ?", (T0.timestamp(),))
+    # version 4 derives nothing the writes keep (said_at is backfilled from valid_from by the migration)
 
 
 def build_at_version(path: str, version: int, *, users: int = 3, sessions: int = 2, per_session: int = 4,

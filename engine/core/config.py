@@ -199,6 +199,7 @@ class MemoryConfig:
     top_k: int = 4
     always_inject_types: tuple[str, ...] = ("identity", "preference")
     min_relevance: float = 0.15  # set-relative R a seat needs (floor and top-K): an empty seat beats an irrelevant one
+    min_score_ratio: float = 0.6  # a seat needs S >= this share of the best candidate's S (0 = off)
     safety_seats: int = 1  # seats held by "safety" records (allergies, medical, legal, accessibility), relevance or not
     reinforce_on: str = "use"  # "use": restated or used in the reply, once per session | "injection": the first seed's
     injection_budget: int = 600  # tokens of injected records at most
@@ -379,6 +380,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "overflow_keep": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "consolidation_k": (lambda v: v > 0, "> 0"),
     "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
 }
 #: Integer knobs and their least value.

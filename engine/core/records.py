@@ -222,6 +222,8 @@ class MemoryRecord:
     invalid_at: datetime | None = None
     superseded_by: int | None = None
     id: int | None = None
+    said_at: datetime | None = None  # when its source messages were said (decay starts here, not at extraction)
+    lasting: bool = True  # False for a one-off instruction ("only this time"): never profiled, served in its session
 
     def __post_init__(self) -> None:
         problems = []
@@ -235,15 +237,16 @@ class MemoryRecord:
         if problems:
             raise ConfigError(problems, source="MemoryRecord")
         ensure_aware(self.created_at, what="MemoryRecord.created_at")
-        for name in ("last_reinforced_at", "valid_from", "invalid_at"):
+        for name in ("last_reinforced_at", "valid_from", "invalid_at", "said_at"):
             value = getattr(self, name)
             if value is not None:
                 ensure_aware(value, what=f"MemoryRecord.{name}")
 
     @property
     def reinforced_at(self) -> datetime:
-        """The time decay counts from: the last reinforcement, else creation."""
-        return self.last_reinforced_at or self.created_at
+        """The time decay counts from: the last genuine reinforcement, else when it was said (never
+        when it was extracted: lazy extraction must not make old things look fresh)."""
+        return self.last_reinforced_at or self.said_at or self.created_at
 
     @property
     def is_current(self) -> bool:
@@ -269,6 +272,8 @@ class MemoryRecord:
             "valid_from": _iso(self.valid_from),
             "invalid_at": _iso(self.invalid_at),
             "superseded_by": self.superseded_by,
+            "said_at": _iso(self.said_at),
+            "lasting": self.lasting,
         }
 
     @classmethod
@@ -292,6 +297,8 @@ class MemoryRecord:
             valid_from=_opt_dt(data.get("valid_from"), "valid_from"),
             invalid_at=_opt_dt(data.get("invalid_at"), "invalid_at"),
             superseded_by=data.get("superseded_by"),
+            said_at=_opt_dt(data.get("said_at"), "said_at"),
+            lasting=bool(data.get("lasting", True)),
         )
 
 
@@ -300,13 +307,16 @@ class UserProfile:
     """The long-term, structured profile of one user, built incrementally from records.
 
     `fields` maps a profile field (see PROFILE_FIELDS; others allowed) to its values in the
-    order they were learned. `version` counts inductions.
+    order they were learned. `sources` maps field → value → the ids of the records the value rests
+    on (the profile lives under the curve: a value goes when its sources are superseded).
+    `version` counts inductions.
     """
 
     user_id: str
     fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     version: int = 0
     updated_at: datetime | None = None
+    sources: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -314,6 +324,7 @@ class UserProfile:
             "fields": {k: list(v) for k, v in self.fields.items()},
             "version": self.version,
             "updated_at": _iso(self.updated_at),
+            "sources": {k: {v: list(ids) for v, ids in vals.items()} for k, vals in self.sources.items()},
         }
 
     @classmethod
@@ -323,7 +334,12 @@ class UserProfile:
             fields={k: tuple(v) for k, v in dict(data.get("fields", {})).items()},
             version=int(data.get("version", 0)),
             updated_at=_opt_dt(data.get("updated_at"), "UserProfile.updated_at"),
+            sources={k: {v: tuple(int(i) for i in ids) for v, ids in dict(vals).items()}
+                     for k, vals in dict(data.get("sources", {})).items()},
         )
+
+    def sources_of(self, key: str, value: str) -> tuple[int, ...]:
+        return tuple(self.sources.get(key, {}).get(value, ()))
 
     def is_empty(self) -> bool:
         return not any(self.fields.values())

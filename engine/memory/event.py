@@ -120,9 +120,9 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
         "contents": [r.content for r in recs],
     }, event_no=event_no)
     ctx.log(user_id, log_session, "update", {"session": session_id, **stats.to_dict()}, event_no=event_no)
-    if stats.merged:
-        ctx.log(user_id, log_session, "reinforce", {"record_ids": [x["existing"] for x in stats.merged],
-                                                   "cause": "restated", "at": now.isoformat()}, event_no=event_no)
+    for x in stats.merged:  # a restatement is a genuine reinforcement, at the time it was said
+        ctx.log(user_id, log_session, "reinforce", {"record_ids": [x["existing"]], "cause": "restated",
+                                                   "at": x["restated_at"]}, event_no=event_no)
     return _WindowDone(records=recs, stats=stats)
 
 

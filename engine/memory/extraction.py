@@ -56,7 +56,11 @@ def window_message(m: Message, name: str | None = None) -> WindowMessage:
 
 def to_records(out: ExtractionOutput, chunk: Sequence[Message], *, user_id: str, session_id: str,
                now: datetime) -> list[MemoryRecord]:
-    """The extractor's proposals as records grounded in `chunk` (empty contents are dropped)."""
+    """The extractor's proposals as records grounded in `chunk` (empty contents are dropped).
+
+    A record is said when its earliest source message was said; it is created (extracted) `now`,
+    and nothing has reinforced it yet: its decay runs from when it was said.
+    """
     by_id = {m.id: m for m in chunk}
     recs: list[MemoryRecord] = []
     for x in out.records:
@@ -77,6 +81,6 @@ def to_records(out: ExtractionOutput, chunk: Sequence[Message], *, user_id: str,
             location=x.location, reason=x.reason, purpose=x.purpose,
             keywords=tuple(dict.fromkeys(k for k in x.keywords if k.strip())),
             source=SourcePointer(session_id=session_id, message_ids=ids, speaker=speaker),
-            created_at=now, last_reinforced_at=now, valid_from=src_time,
+            created_at=now, said_at=src_time, valid_from=src_time, lasting=x.lasting,
         ))
     return recs

@@ -99,10 +99,12 @@ def render_record(record: MemoryRecord, *, assistant_reply: str | None = None) -
     return line
 
 
-def render_profile(profile: UserProfile) -> str:
+def render_profile(profile: UserProfile, value_dates: Mapping[str, str] | None = None) -> str:
+    """One line per field; a value carries the date it was said when known ("cold brew (2026-03-06)")."""
+    dates = value_dates or {}
     lines = []
     for key, values in profile.fields.items():
-        vals = [sanitize_data(v) for v in values if str(v).strip()]
+        vals = [sanitize_data(f"{v} ({dates[v]})" if v in dates else v) for v in values if str(v).strip()]
         if vals:
             lines.append(f"- {sanitize_data(key)}: {'; '.join(vals)}")
     return "\n".join(lines)
@@ -117,10 +119,11 @@ def build_prompt(
     counter: TokenCounter,
     assistant_replies: Mapping[int, str] | None = None,
     now: datetime | None = None,
+    value_dates: Mapping[str, str] | None = None,
 ) -> BuiltPrompt:
     """Assemble the parts in cache-friendly order and count tokens per part."""
     parts: list[PromptPart] = [PromptPart(name="core", text=core, tokens=counter.count(core), cacheable=True)]
-    profile_text = render_profile(profile) if profile is not None else ""
+    profile_text = render_profile(profile, value_dates) if profile is not None else ""
     if profile_text or records:
         note = DATA_NOTE
         parts[0] = PromptPart(name="core", text=f"{core}\n\n{note}", tokens=counter.count(f"{core}\n\n{note}"),

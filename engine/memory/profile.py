@@ -14,9 +14,11 @@ from dataclasses import replace
 from engine.core.attributes import attribute_of
 from engine.core.forgetting import maturity
 from engine.core.records import MemoryRecord, ProfileHistoryEntry, UserProfile
+from engine.core.text import content_tokens
 from engine.memory.context import EngineContext
 from engine.memory.update import record_view
 from engine.roles.types import InductionInput, InductionOutput
+from engine.stores.base import Store
 
 __all__ = ["induct", "correct_profile", "apply_induction", "profile_for_prompt", "MAX_INDUCTION_BATCH"]
 
@@ -30,7 +32,7 @@ def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int) 
     fresh = ctx.store.records(user_id, include_invalid=True, after_id=cursor, limit=MAX_INDUCTION_BATCH)
     batch: list[MemoryRecord] = []
     for r in fresh:
-        age = (now - (r.valid_from or r.created_at)).total_seconds()
+        age = (now - (r.said_at or r.valid_from or r.created_at)).total_seconds()
         if maturity(age, tau_m=cfg.tau_m, c_m=cfg.c_m) < cfg.long_term_value:
             break  # in id order: stop at the first immature record, the cursor never skips it
         batch.append(r)
@@ -47,10 +49,11 @@ def correct_profile(ctx: EngineContext, user_id: str, session_id: str, successor
 
 def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Sequence[MemoryRecord], *,
                     event_no: int, move_cursor: bool) -> None:
-    """Ask the inducer about `batch`, apply its adds/removes, keep a history entry."""
+    """Ask the inducer about `batch`, apply its adds/removes with each value's source records, keep
+    a history entry. One-off instructions (`lasting=False`) never reach the inducer."""
     store, now = ctx.store, ctx.now()
     profile = store.get_profile(user_id)
-    current = [r for r in batch if r.is_current]
+    current = [r for r in batch if r.is_current and r.lasting]
     try:
         out = ctx.call_role("inducer", ctx.models.inducer.induct, InductionInput(
             profile={k: list(v) for k, v in profile.fields.items()}, records=[record_view(r) for r in current]))
@@ -61,7 +64,8 @@ def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Se
         return
     before = {k: tuple(v) for k, v in profile.fields.items()}
     after = _applied(before, add=out.add, remove=out.remove)
-    new_profile = UserProfile(user_id=user_id, fields=after, version=profile.version + 1, updated_at=now)
+    new_profile = UserProfile(user_id=user_id, fields=after, version=profile.version + 1, updated_at=now,
+                              sources=_sourced(profile, after, out.add, current))
     entry = ProfileHistoryEntry(user_id=user_id, version=new_profile.version, at=now, before=before,
                                 after=after, record_ids=tuple(r.id for r in batch))
     with store.transaction():
@@ -85,14 +89,57 @@ def _applied(before: Mapping[str, tuple[str, ...]], *, add: Mapping[str, Sequenc
     return {k: tuple(v) for k, v in after.items() if v}
 
 
-def profile_for_prompt(profile: UserProfile, excluded: Mapping[int, str],
-                       records: Mapping[int, MemoryRecord]) -> tuple[UserProfile, list[str]]:
-    """The stored profile minus values the live window contradicts (not written back).
+def _sourced(old: UserProfile, after: Mapping[str, tuple[str, ...]], added: Mapping[str, Sequence[str]],
+             batch: Sequence[MemoryRecord]) -> dict[str, dict[str, tuple[int, ...]]]:
+    """Each value's source records: kept for values already there, and for new ones the batch
+    records that state it (its words are in the record), or the whole batch when none does."""
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    for key, values in after.items():
+        for v in values:
+            ids = old.sources_of(key, v)
+            if v in added.get(key, ()):
+                words = set(content_tokens(v))
+                stating = [r.id for r in batch if words and words <= set(content_tokens(r.content))]
+                ids = tuple(dict.fromkeys([*ids, *(stating or [r.id for r in batch])]))
+            if ids:
+                out.setdefault(key, {})[v] = ids
+    return out
 
-    A value goes when it states the old value of an attribute whose record the live window
-    supersedes ("lives in Chengdu" while the user just said they moved); the next event's
-    supersede and induction correct the stored profile itself.
+
+def profile_for_prompt(store: Store, profile: UserProfile, excluded: Mapping[int, str],
+                       records: Mapping[int, MemoryRecord]) -> tuple[UserProfile, list[str], dict[str, str]]:
+    """The profile a prompt shows: under the curve, not written back. Returns the profile, the
+    values held back, and each shown value's date (when its newest source was said).
+
+    A value goes when every record it rests on is superseded, and when it states the old value of
+    an attribute whose record the live window supersedes ("lives in Chengdu" while the user just
+    said they moved); the next event's supersede and induction correct the stored profile itself.
     """
+    ids = sorted({i for vals in profile.sources.values() for rid in vals.values() for i in rid})
+    src = {r.id: r for r in store.get_records(profile.user_id, ids)} if ids else {}
+    dates: dict[str, str] = {}
+    gone: list[str] = []
+    kept: dict[str, tuple[str, ...]] = {}
+    for key, values in profile.fields.items():
+        keep = []
+        for v in values:
+            sources = [src[i] for i in profile.sources_of(key, v) if i in src]
+            if sources and not any(r.is_current for r in sources):
+                gone.append(v)
+                continue
+            said = [r.said_at for r in sources if r.is_current and r.said_at]
+            if said:
+                dates[v] = max(said).date().isoformat()
+            keep.append(v)
+        kept[key] = tuple(keep)
+    profile = replace(profile, fields=kept)
+    shown, held = _live_held(profile, excluded, records)
+    return shown, gone + held, dates
+
+
+def _live_held(profile: UserProfile, excluded: Mapping[int, str],
+               records: Mapping[int, MemoryRecord]) -> tuple[UserProfile, list[str]]:
+    """The profile minus values stating what the live window just overruled."""
     if not excluded:
         return profile, []
     stale = []

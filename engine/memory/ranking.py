@@ -58,7 +58,7 @@ def rank_candidates(
     scores = _scores(candidates, config=config, weights=w)
     # stable order: S descending, then record id ascending (deterministic ties)
     order = sorted(range(len(candidates)), key=lambda i: (-scores.S[i], candidates[i].record_id))
-    seats = _select(candidates, order, config=config, excluded=excluded)
+    seats = _select(candidates, order, config=config, excluded=excluded, S=scores.S)
     rows = [_row(candidates[i], i, pos, scores, w, _verdict(candidates[i], i, pos, seats, excluded),
                  seats.why.get(i, "top-K")) for pos, i in enumerate(order)]
     return rows, [candidates[i].record_id for i in seats.picked]
@@ -93,12 +93,17 @@ def _scores(candidates: Sequence[Candidate], *, config: MemoryConfig, weights: W
 
 
 def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig,
-            excluded: Mapping[int, str]) -> _Seats:
+            excluded: Mapping[int, str], S: np.ndarray) -> _Seats:
     """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
     matters when dinner is discussed without the word), then one floor seat per `always_inject_types`
     tag, then top-K by S; floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
     irrelevant one), and nothing may overflow the injection token budget."""
     seats = _Seats(why={i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded})
+    eligible = [float(S[i]) for i in order if i not in seats.why]
+    floor_s = config.min_score_ratio * max(eligible) if eligible else 0.0
+    for i in order:  # a seat needs a score near the best one's: decay and importance can take it away
+        if i not in seats.why and "safety" not in candidates[i].tags and float(S[i]) < floor_s - 1e-12:
+            seats.why[i] = f"score below {config.min_score_ratio:g} of the best"
     used_tokens = 0
     floors = [("safety", "safety", False)] * config.safety_seats + [
         (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
@@ -139,7 +144,7 @@ def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: Me
 def _verdict(c: Candidate, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:
     if i in seats.picked:
         return "picked"
-    if c.record_id in excluded or seats.why.get(i, "").startswith("below min relevance"):
+    if c.record_id in excluded or seats.why.get(i, "").startswith(("below min relevance", "score below")):
         return "dropped"
     return "near-miss" if pos <= seats.last_seat_pos + NEAR_MISS_WINDOW else "dropped"
 

@@ -159,9 +159,10 @@ def inject(ctx: EngineContext, user_id: str, session_id: str, picks: Recall, eve
     cfg, store = ctx.config, ctx.store
     window, _ = window_messages(store, user_id, session_id, keep_recent=cfg.keep_recent)
     window = fit_window(window, cfg.context_budget, ctx.counter)
-    profile, held_values = profile_for_prompt(store.get_profile(user_id), picks.excluded, picks.candidates)
+    profile, held_values, dates = profile_for_prompt(store, store.get_profile(user_id), picks.excluded,
+                                                     picks.candidates)
     prompt = build_prompt(core=cfg.core_prompt, profile=profile, records=picks.records, window=window,
-                          counter=ctx.counter, assistant_replies=picks.replies, now=ctx.now())
+                          counter=ctx.counter, assistant_replies=picks.replies, now=ctx.now(), value_dates=dates)
     ctx.log(user_id, session_id, "inject", {
         "record_ids": list(prompt.record_ids),
         "tokens": {p.name: p.tokens for p in prompt.parts},

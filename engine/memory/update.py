@@ -185,12 +185,13 @@ def apply_updates(
         info = {"existing": old.id, "cosine": round(sim, 4), "reason": getattr(decision, "reason", "")}
         action = getattr(decision, "action", "KEEP_BOTH")
         if action == "MERGE":
-            merged = _merged(old, rec, getattr(decision, "merged_content", None) or old.content, now)
+            merged = _merged(old, rec, getattr(decision, "merged_content", None) or old.content, rec.said_at or now)
             new_vec = None
             if merged.content != old.content:
                 new_vec = embed([record_text(merged)])[0] if embed is not None else vec
             store.update_record(merged, new_vec)
-            stats.merged.append({**info, "reembedded": new_vec is not None})
+            stats.merged.append({**info, "reembedded": new_vec is not None,
+                                 "restated_at": merged.last_reinforced_at.isoformat()})
         elif action == "SUPERSEDE":
             new = store.add_records([rec], [vec])[0]
             store.supersede(user_id, old.id, new.id, now)
@@ -204,8 +205,9 @@ def apply_updates(
     return stats
 
 
-def _merged(old: MemoryRecord, new: MemoryRecord, content: str, now: datetime) -> MemoryRecord:
-    """The existing record restated by `new`: union of keywords and tags, missing dimensions filled."""
+def _merged(old: MemoryRecord, new: MemoryRecord, content: str, restated_at: datetime) -> MemoryRecord:
+    """The existing record restated by `new` (a genuine reinforcement at the time it was restated):
+    union of keywords and tags, missing dimensions filled; it lasts if either lasts."""
     return replace(
         old,
         content=content,
@@ -216,5 +218,6 @@ def _merged(old: MemoryRecord, new: MemoryRecord, content: str, now: datetime) -
         reason=old.reason or new.reason,
         purpose=old.purpose or new.purpose,
         strengthen_count=old.strengthen_count + 1,
-        last_reinforced_at=now,
+        last_reinforced_at=max(restated_at, old.reinforced_at),
+        lasting=old.lasting or new.lasting,
     )

@@ -196,13 +196,13 @@ class SharedSQL:
         aux = self.dialect.time_aux("updated_at")
         with self._read() as conn:
             row = self._run(
-                conn, f"SELECT fields, version, updated_at, {aux} FROM profiles WHERE user_id = ?", (user_id,)
+                conn, f"SELECT fields, version, updated_at, {aux}, sources FROM profiles WHERE user_id = ?", (user_id,)
             ).fetchone()
         if row is None:
             return UserProfile(user_id=user_id)
-        fields = {k: tuple(v) for k, v in json.loads(row[0]).items()}
-        return UserProfile(user_id=user_id, fields=fields, version=row[1],
-                           updated_at=self.dialect.decode_time(row[2], row[3]))  # fmt: skip
+        return UserProfile.from_dict({"user_id": user_id, "fields": json.loads(row[0]), "version": row[1],
+                                      "updated_at": self.dialect.decode_time(row[2], row[3]),
+                                      "sources": json.loads(row[4] or "{}")})
 
     def save_profile(self, profile: UserProfile, history: ProfileHistoryEntry | None = None) -> None:
         if history is not None and history.user_id != profile.user_id:
@@ -215,10 +215,11 @@ class SharedSQL:
         with self._write() as conn:
             self._run(
                 conn,
-                f"INSERT INTO profiles (user_id, fields, version, updated_at, {aux}) VALUES (?, ?, ?, ?, ?) "
+                f"INSERT INTO profiles (user_id, fields, version, updated_at, {aux}, sources) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (user_id) DO UPDATE SET fields = excluded.fields, version = excluded.version, "
-                f"updated_at = excluded.updated_at, {aux} = excluded.{aux}",
-                (profile.user_id, to_json(profile.to_dict()["fields"]), profile.version, main, aux_value),
+                f"updated_at = excluded.updated_at, {aux} = excluded.{aux}, sources = excluded.sources",
+                (profile.user_id, to_json(profile.to_dict()["fields"]), profile.version, main, aux_value,
+                 to_json(profile.to_dict()["sources"])),
             )
             if history is not None:
                 self._run(

@@ -26,7 +26,8 @@ from engine.roles.embeddings import make_embedder
 __all__ = ["EngineStrategy", "DESIGNS"]
 
 #: What the seeds do not have (memlab's additions), switched off to reproduce them.
-_SEED_OFF: Mapping[str, Any] = {"min_relevance": 0.0, "safety_seats": 0, "overflow_extract": False}
+_SEED_OFF: Mapping[str, Any] = {"min_relevance": 0.0, "min_score_ratio": 0.0, "safety_seats": 0,
+                                "overflow_extract": False}
 
 #: name -> (description, the config values that make the design)
 DESIGNS: dict[str, tuple[str, Mapping[str, Any]]] = {

@@ -107,11 +107,23 @@ def _bounded_reads(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
     ], version=3)
 
 
+def _said_at_and_sources(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
+    """Records gain `said_at` (from `valid_from`, the source time before) and `lasting`; profile
+    values gain the records they rest on (`sources`)."""
+    run_statements(cur.execute, [
+        "ALTER TABLE records ADD COLUMN said_at TIMESTAMPTZ, ADD COLUMN said_at_tz INT, "
+        "ADD COLUMN lasting BOOLEAN NOT NULL DEFAULT TRUE",
+        "UPDATE records SET said_at = valid_from, said_at_tz = valid_from_tz WHERE said_at IS NULL",
+        "ALTER TABLE profiles ADD COLUMN sources TEXT NOT NULL DEFAULT '{}'",
+    ], version=4)
+
+
 #: Versioned migrations, applied in order; each runs once per schema, recorded in schema_version.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_tables),
     Migration(version=2, name="search indexes (HNSW cosine, GIN tsvector)", apply=_search_indexes),
     Migration(version=3, name="bounded reads (session heads, indexes)", apply=_bounded_reads),
+    Migration(version=4, name="record said_at and lasting, profile value sources", apply=_said_at_and_sources),
 )
 SCHEMA_VERSION = check_sequence(MIGRATIONS)
 

@@ -17,10 +17,10 @@ from engine.stores.dialect import POSTGRES, to_json, utc_offset
 
 __all__ = ["RECORD_COLUMNS", "fts_text", "insert_row", "mutable_row", "record_from_row"]
 
-_TIMES = ("time_start", "time_end", "created_at", "last_reinforced_at", "valid_from", "invalid_at")
+_TIMES = ("time_start", "time_end", "created_at", "last_reinforced_at", "valid_from", "invalid_at", "said_at")
 RECORD_COLUMNS = (
     "id, user_id, content, memory_type, tags, theme, granularity, time_text, location, reason, purpose, "
-    "keywords, source, strengthen_count, superseded_by, " + ", ".join(f"{c}, {c}_tz" for c in _TIMES)
+    "keywords, source, strengthen_count, superseded_by, lasting, " + ", ".join(f"{c}, {c}_tz" for c in _TIMES)
 )
 
 
@@ -49,6 +49,8 @@ def record_from_row(row: Mapping[str, Any]) -> MemoryRecord:
         valid_from=t["valid_from"],
         invalid_at=t["invalid_at"],
         superseded_by=row["superseded_by"],
+        said_at=t["said_at"],
+        lasting=bool(row["lasting"]),
     )
 
 
@@ -78,10 +80,12 @@ def mutable_row(rec: MemoryRecord) -> dict[str, Any]:
         "last_reinforced_at": rec.last_reinforced_at,
         "strengthen_count": rec.strengthen_count,
         "valid_from": rec.valid_from,
+        "said_at": rec.said_at,
+        "lasting": rec.lasting,
         "fts_text": text,
         "fts_len": max(1, len(text.split())),
     }
-    for col in ("time_start", "time_end", "last_reinforced_at", "valid_from"):
+    for col in ("time_start", "time_end", "last_reinforced_at", "valid_from", "said_at"):
         out[f"{col}_tz"] = utc_offset(out[col])
     return out
 

@@ -123,10 +123,23 @@ def _bounded_reads(conn: Any, ctx: dict[str, Any]) -> None:
     ], version=3)
 
 
+def _said_at_and_sources(conn: Any, ctx: dict[str, Any]) -> None:
+    """Records gain when they were said (`said_at`: decay starts there, not at extraction; taken
+    from `valid_from`, which held the source time before) and whether they last (`lasting`: False
+    for one-off instructions); profile values gain the records they rest on (`sources`)."""
+    run_statements(_executor(conn), [
+        "ALTER TABLE records ADD COLUMN said_at TEXT",
+        "ALTER TABLE records ADD COLUMN lasting INTEGER NOT NULL DEFAULT 1",
+        "UPDATE records SET said_at = valid_from WHERE said_at IS NULL",
+        "ALTER TABLE profiles ADD COLUMN sources TEXT NOT NULL DEFAULT '{}'",
+    ], version=4)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_initial),
     Migration(version=2, name="partition versions", apply=_partition_versions),
     Migration(version=3, name="bounded reads (session heads, record counts, indexes)", apply=_bounded_reads),
+    Migration(version=4, name="record said_at and lasting, profile value sources", apply=_said_at_and_sources),
 )
 #: The schema this code writes; a file at a higher version is refused (a newer memlab wrote it).
 SCHEMA_VERSION = check_sequence(MIGRATIONS)

@@ -91,7 +91,7 @@ class SQLiteRecords:
             pairs = list(zip(out, arrays, strict=True))
             conn.executemany(
                 f"INSERT INTO records(id, user_id, {MUTABLE_COLUMNS}, created_at, created_ts, invalid_at, "
-                f"superseded_by, valid) VALUES ({', '.join('?' * 25)})",
+                f"superseded_by, valid) VALUES ({', '.join('?' * (len(MUTABLE_COLUMNS.split(',')) + 7))})",
                 [insert_values(r) for r in out],
             )
             conn.executemany("INSERT INTO records_fts(rowid, body, user_id) VALUES (?, ?, ?)",

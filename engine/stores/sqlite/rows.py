@@ -23,12 +23,12 @@ __all__ = ["MUTABLE_COLUMNS", "RECORD_COLUMNS", "fts_body", "ids_json", "insert_
 RECORD_COLUMNS = (
     "id, user_id, content, memory_type, tags, theme, time_start, time_end, granularity, time_text, "
     "location, reason, purpose, keywords, source, created_at, last_reinforced_at, strengthen_count, "
-    "valid_from, invalid_at, superseded_by"
+    "valid_from, invalid_at, superseded_by, said_at, lasting"
 )
 #: What update_record may change (everything but owner, creation and validity), in mutable_values order.
 MUTABLE_COLUMNS = (
     "content, memory_type, tags, theme, time_start, time_end, start_ts, end_ts, granularity, time_text, "
-    "location, reason, purpose, keywords, source, last_reinforced_at, strengthen_count, valid_from"
+    "location, reason, purpose, keywords, source, last_reinforced_at, strengthen_count, valid_from, said_at, lasting"
 )
 
 
@@ -77,6 +77,8 @@ def record_from_row(row: Sequence[Any]) -> MemoryRecord:
         valid_from=_dt(row[18]),
         invalid_at=_dt(row[19]),
         superseded_by=row[20],
+        said_at=_dt(row[21]),
+        lasting=bool(row[22]),
     )
 
 
@@ -108,6 +110,8 @@ def mutable_values(r: MemoryRecord) -> list[Any]:
         _iso(r.last_reinforced_at),
         r.strengthen_count,
         _iso(r.valid_from),
+        _iso(r.said_at),
+        int(r.lasting),
     ]
 
 
