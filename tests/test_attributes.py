@@ -21,7 +21,7 @@ from engine.core.attributes import (
     [
         ("Li Mingxuan lives in Beijing Chaoyang.", ("residence", "beijing chaoyang")),
         ("The user moved to Shanghai.", ("residence", "shanghai")),
-        ("Ann is from Lisbon.", ("residence", "lisbon")),
+        ("Ann is from Lisbon.", ("origin", "lisbon")),  # where one is from is not where one lives
         ("The user's name is Li Mingxuan.", ("name", "li mingxuan")),
         ("Caroline's phone number is 555-0101.", ("phone", "555 0101")),
         ("Caroline's email is c.lee@mail.example.", ("email", "c lee mail example")),
@@ -65,7 +65,7 @@ def test_statements_without_a_single_valued_attribute(content):
 
 def test_stated_attribute_keeps_the_value_as_written():
     found = stated_attribute("Li lives in Beijing Chaoyang!")
-    assert found == StatedAttribute(name="residence", raw="Beijing Chaoyang", value="beijing chaoyang")
+    assert found == StatedAttribute(name="residence", raw="Beijing Chaoyang", value="beijing chaoyang", subject="li")
     assert stated_attribute("李明轩住在北京朝阳区。").raw == "北京朝阳区"
     assert stated_attribute("王芳在阿里巴巴公司上班。").raw == "阿里巴巴公司"
     assert {n.split(":")[0] for n in ATTRIBUTE_NAMES} >= {"name", "residence", "phone", "email", "employer"}

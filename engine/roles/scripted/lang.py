@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from engine.core.attributes import OCCUPATIONS
+from engine.roles.scripted.names import ZH_OCCUPATION, chinese_self_name
 from engine.core.text import (
     content_tokens,
     has_cjk,
@@ -36,6 +37,7 @@ __all__ = [
     "is_question",
     "is_chitchat",
     "resolve_speaker",
+    "third_person",
     "is_anonymous",
     "introduced_name",
     "occupation_of",
@@ -81,10 +83,6 @@ THEMES: dict[str, tuple[str, ...]] = {
     "identity": ("name", "名字", "叫"),
 }  # fmt: skip
 
-_ZH_OCCUPATION = re.compile(
-    r"(?:工程师|分析师|设计师|会计师|律师|医生|护士|老师|教师|教授|学生|经理|程序员|厨师|司机|记者|编辑|销售|顾问|研究员|"
-    r"建筑师|摄影师|作家|画家|演员|公务员|店主|主管|总监|产品经理)$"
-)
 FAMILY = (
     "wife", "husband", "son", "daughter", "kids", "children", "mother", "father", "mom", "dad", "sister", "brother",
     "friend", "boyfriend", "girlfriend", "partner", "dog", "cat", "grandma", "grandpa", "puppy", "kitten",
@@ -126,11 +124,10 @@ CHANGE = re.compile(
     re.I,
 )
 _NAME_EN = re.compile(
-    r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+(?P<n>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})"
+    r"\b(?i:my name is|my name's|call me|i am called|i'm called)\s+(?P<n>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})"
     r"|\b(?:I'm|I am|this is)\s+(?P<m>[A-Z][a-z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})(?=\s*(?:[,.!;]|$|and\b|from\b|here\b))"
 )
 _NOT_NAMES = frozenset("sorry fine good ok okay happy sure glad tired here back new english chinese".split())
-_NAME_ZH = re.compile(r"我(?:叫|的名字是|的名字叫|名叫)(?P<n>[\u4e00-\u9fff]{2,4}?)(?=[，。,.!！；;\s]|$|我|今年|是)")
 _OCC_EN = re.compile(
     r"\b(?:I work as|I'm working as|I am working as|I am|I'm)\s+(?:an?\s+)(?P<o>(?:[\w-]+\s+){0,3}?(?:%s)s?)\b"
     % "|".join(OCCUPATIONS),
@@ -169,7 +166,27 @@ def is_question(text: str) -> bool:
         return True
     if is_zh(stripped):
         return bool(re.search(r"(?:吗|呢)[。.!！]?$", stripped))
-    return bool(_QUESTION_START.match(stripped)) and not re.match(r"^\s*(?:I|my)\b", stripped, re.I)
+    if not _QUESTION_START.match(stripped) or re.match(r"^\s*(?:I|my)\b", stripped, re.I):
+        return False
+    return not _month_or_name_first(stripped)
+
+
+#: question words that are also a month or a name ("May delivery goes to the office", "Will is my brother")
+_MODAL_OR_NOUN = re.compile(r"^\s*(?P<w>May|Will)\s+(?P<next>\S+)")
+_SUBJECTS = frozenset(
+    """i we you he she they it one this that these those the a an my your our his her their someone somebody anyone
+    everyone there not""".split()
+)
+
+
+def _month_or_name_first(text: str) -> bool:
+    """A capitalised May / Will opening a sentence is a month or a name unless a subject follows:
+    "May I ask" and "Will you come" are questions, "May delivery goes..." and "May 5 is..." are not."""
+    m = _MODAL_OR_NOUN.match(text)
+    if not m:
+        return False
+    following = m.group("next").strip(",.;:!").lower()
+    return following not in _SUBJECTS and not (m.group("next")[:1].isupper() and m.group("w") == "Will")
 
 
 def is_chitchat(text: str) -> bool:
@@ -194,7 +211,8 @@ _BASE_VERBS = frozenset(
 )
 
 
-def _third_person(verb: str) -> str:
+def third_person(verb: str) -> str:
+    """The third person singular of an English base verb ("have" → "has", "live" → "lives")."""
     low = verb.lower()
     if low in _VERB_S:
         return _VERB_S[low]
@@ -212,15 +230,20 @@ def resolve_speaker(text: str, speaker: str) -> str:
     possessive = f"{speaker}'s"
     out = re.sub(r"\bI'm\b", f"{speaker} is", text)
     out = re.sub(r"\bI am\b", f"{speaker} is", out)
+    out = re.sub(r"\bI don'?t\b", f"{speaker} doesn't", out)
+    out = re.sub(r"\bI do not\b", f"{speaker} does not", out)
+    out = re.sub(r"\bI haven'?t\b", f"{speaker} hasn't", out)
+    out = re.sub(r"\bI have not\b", f"{speaker} has not", out)
     out = re.sub(r"\bI've\b", f"{speaker} has", out)
     out = re.sub(r"\bI'd\b", f"{speaker} would", out)
     out = re.sub(r"\bI'll\b", f"{speaker} will", out)
-    out = re.sub(r"\bI\s+([a-z]+)\b", lambda m: f"{speaker} {_third_person(m.group(1))}", out)
+    out = re.sub(r"\bI\s+([a-z]+)\b", lambda m: f"{speaker} {third_person(m.group(1))}", out)
     out = re.sub(r"\bI\b", speaker, out)
     out = re.sub(r"\b[Mm]y\b", possessive, out)
     out = re.sub(r"\bmine\b", possessive, out)
     out = re.sub(r"\bmyself\b", speaker, out)
     out = re.sub(r"\bme\b", speaker, out)
+    out = re.sub(rf"我(?=(?:{ZH_FAMILY}))", f"{speaker}的", out)  # 我妹妹 → 王芳的妹妹
     out = re.sub(r"我(?!们)", speaker, out)
     if speaker == ANONYMOUS:  # lower-case "the user" unless it opens the sentence
         out = re.sub(r"(?<!^)(?<![.!?]\s)\bThe user\b", "the user", out)
@@ -233,14 +256,12 @@ def is_anonymous(speaker: str | None) -> bool:
 
 
 def introduced_name(text: str) -> str | None:
-    """The name a speaker introduces themselves by ("my name is Li", "I'm Carol,", 我叫王芳)."""
+    """The name a speaker introduces themselves by ("my name is Li", "I'm Carol,", 我叫王芳, 我是李明轩)."""
     if m := _NAME_EN.search(text):
         name = (m.group("n") or m.group("m") or "").strip()
         if name and normalize(name.split()[0]) not in _NOT_NAMES:
             return name
-    if m := _NAME_ZH.search(text):
-        return m.group("n")
-    return None
+    return chinese_self_name(text)
 
 
 # ---------------------------------------------------------------- dimensions
@@ -317,12 +338,12 @@ def occupation_of(clause: str) -> str | None:
         return m.group("o").strip()
     if m := _OCC_EN.search(clause):
         return m.group("o").strip()
-    if (m := _OCC_ZH.search(clause)) and _ZH_OCCUPATION.search(m.group("o")):
+    if (m := _OCC_ZH.search(clause)) and ZH_OCCUPATION.search(m.group("o")):
         return m.group("o")
     return None
 
 
-_WEAK_KEYWORDS = frozenset("because as said called ends but also since 但是 而且 为了 对 了 去 说 年 月 日 号".split())
+_WEAK_KEYWORDS = frozenset("because as said called ends but also since 但是 而且 为了 对 了 去 说 年 月 日 号 把 帮 请求 先".split())
 
 
 def record_keywords(content: str, time_label: str | None, *, extra: Sequence[str]) -> list[str]:
