@@ -11,6 +11,7 @@ from engine.core.attributes import (
     StatedAttribute,
     attribute_of,
     comparable_value,
+    same_attribute,
     stated_attribute,
     values_agree,
 )
@@ -91,3 +92,51 @@ def test_never_raises_and_returns_a_named_non_empty_value(text):
 def test_agreement_is_symmetric_and_reflexive(a, b):
     assert values_agree(a, b) == values_agree(b, a)
     assert values_agree(a, a)
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "value", "subject"),
+    [
+        ("The detective is now called Inês.", "name:detective", "inês", ""),
+        ("The user said: The detective is called Tomás.", "name:detective", "tomás", ""),
+        ("The user asked to rename the detective to Inês.", "name:detective", "inês", ""),
+        ("Caroline's dog is called Max.", "name:dog", "max", "caroline"),
+        ("The user's sister's name is Ana.", "name:sister", "ana", "the user"),  # not the user's own name
+        ("The user's name is Li Mingxuan.", "name", "li mingxuan", "the user"),
+        ("李明轩的猫叫咪咪。", "name:猫", "咪咪", "李明轩"),
+        ("侦探现在叫伊内斯。", "name:侦探", "伊 内斯", ""),
+        ("用户的妹妹的名字是安娜。", "name:妹妹", "安娜", "用户"),
+        ("Ana lives in Porto.", "residence", "porto", "ana"),
+        ("The user now lives in Porto.", "residence", "porto", "the user"),
+        ("The user's sister Ana lives in Porto.", "residence", "porto", "the user's sister ana"),
+        ("The user's new phone number is 555-1234.", "phone", "555 1234", "the user"),
+        ("The user's work phone number is 555-1234.", "phone:work", "555 1234", "the user"),
+        ("The user's billing address is 12 Rue Cler.", "address:billing", "12 rue cler", "the user"),
+        ("用户的新手机号是13922223333。", "phone", "13922223333", "用户"),
+        ("王芳今年30岁。", "age", "30", "王芳"),
+        ("Ann is from Lisbon.", "origin", "lisbon", "ann"),
+        ("王芳来自成都。", "origin", "成都", "王芳"),
+    ],
+)
+def test_attributes_name_their_subject_and_named_things(content, name, value, subject):
+    found = stated_attribute(content)
+    assert (found.name, found.value, found.subject) == (name, value, subject)
+
+
+@pytest.mark.parametrize(
+    "content", ["The user no longer lives in Lisbon.", "李明轩不再住在北京。", "The user doesn't live in Paris.",
+                "用户昨天叫了外卖。", "用户叫车去机场。"],
+)
+def test_negated_statements_and_other_verbs_state_no_attribute(content):
+    assert stated_attribute(content) is None
+
+
+def test_same_attribute_needs_the_same_subject():
+    user_city, ana_city = stated_attribute("The user lives in Lisbon."), stated_attribute("Ana lives in Porto.")
+    assert not same_attribute(user_city, ana_city)
+    assert same_attribute(user_city, stated_attribute("The user moved to Porto."))
+    assert same_attribute(stated_attribute("The detective is called Tomás."),
+                          stated_attribute("The detective is now called Inês."))
+    assert not same_attribute(stated_attribute("Caroline's dog is called Max."),
+                              stated_attribute("Caroline's cat is called Max."))
+    assert not same_attribute(user_city, None) and not same_attribute(None, None)

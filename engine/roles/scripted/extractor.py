@@ -66,7 +66,7 @@ from engine.roles.types import (
 __all__ = ["ScriptedExtractor"]
 
 _DECISION = re.compile(
-    r"\b(?:decided|decide|will|'ll|plan to|plans to|planning|going to|gonna|intend|intends|want to|wants to|"
+    r"\b(?:decided|decide|(?-i:will)|'ll|plan to|plans to|planning|going to|gonna|intend|intends|want to|wants to|"
     r"am going|aim to|goal is|have to|has to)\b|决定|打算|准备|计划|想要|目标",
     re.I,
 )
@@ -88,7 +88,7 @@ _MOVED = re.compile(
     r"|我.{0,6}?搬(?:到|去|回)了?(?P<zp>[\u4e00-\u9fff]{2,6}?)(?=[，。,.!！；;\s]|$|了)"
 )
 _IDENTITY_EN = re.compile(
-    r"\b(?:I live|I'm living|I am living|I moved|I'm from|I am from|I grew up|my hometown|I'm \d+|I am \d+|"
+    r"\b(?:I live|I'm living|I am living|I(?: just| recently)? moved (?:to|from|back|abroad|house|into|out)\b|I'm from|I am from|I grew up|my hometown|I'm \d+|I am \d+|"
     r"\d+ years old|years old|my (?:%s)\b(?!['’]s\s+(?!name\b))|I'm an? (?:mother|father|mom|dad|wife|husband|parent)|I work|my job)"
     % "|".join(FAMILY),
     re.I,
@@ -189,7 +189,8 @@ class ScriptedExtractor:
         if len(substance) < 2:
             return None  # "What do you think?" carries nothing to remember
         day = span_label(day_span(msg.at.date(), msg.at.tzinfo))
-        content = f"{who}在{day}请教：{asked}" if zh else f"On {day} {who} asked for advice: {asked}"
+        subject = "the user" if who == ANONYMOUS else who
+        content = f"{who}在{day}请教：{asked}" if zh else f"On {day} {subject} asked for advice: {asked}"
         kw = record_keywords(asked, None, extra=[w for w in (speaker,) if w])
         return ExtractedRecord(content=content, memory_type="episodic", tags=["episode", "decision"],
                                theme=theme_of(question, kw), time=day, keywords=kw, source_ids=[msg.id],
@@ -208,8 +209,9 @@ class ScriptedExtractor:
         subject = who if zh or who != ANONYMOUS else "the user"
         if zh:
             content = f"{who}请求{asked}。" if durable else f"{who}在{day}请求{asked}。"
-        elif asked.startswith("not "):
-            content = f"{who} asked not to {asked[4:]}." if durable else f"On {day} {subject} asked not to {asked[4:]}."
+        elif asked.startswith(("not ", "never ")):
+            negation, rest = asked.split(" ", 1)
+            content = f"{who} asked {negation} to {rest}." if durable else f"On {day} {subject} asked {negation} to {rest}."
         else:
             content = f"{who} asked to {asked}." if durable else f"On {day} {subject} asked to {asked}."
         time_label = span_label(mentions[0].span) if mentions else (None if durable else day)
@@ -252,6 +254,8 @@ class ScriptedExtractor:
             theme = "work"
         else:
             theme = salience.forced_theme or theme_of(clause, fallback)
+            if salience.theme and theme in ("schedule", *fallback) and salience.theme != "problem":
+                theme = salience.theme  # "we got married last Saturday": family, not schedule
         return ExtractedRecord(
             content=content,
             memory_type=salience.memory_type,
@@ -311,9 +315,12 @@ class _Salience:
         found = stated_attribute(content)
         own_attribute = found is not None and found.subject in _subjects(who) and \
             found.name.split(":")[0] in _IDENTITY_ATTRIBUTES and not found.name.startswith("name:")
-        if name or occupation_of(clause) or _IDENTITY_EN.search(clause) or _IDENTITY_ZH.search(clause) or own_attribute:
+        preferences = [holds_preference(clause, m.start()) for m in PREFERENCE.finditer(clause)]
+        others_preference = bool(preferences) and not any(preferences)  # "my sister hates cilantro"
+        relation = (_IDENTITY_EN.search(clause) or _IDENTITY_ZH.search(clause)) and not others_preference
+        if name or occupation_of(clause) or relation or own_attribute:
             tags.append("identity")
-        if any(holds_preference(clause, m.start()) for m in PREFERENCE.finditer(clause)):
+        if any(preferences):
             tags.append("preference")
         if _DECISION.search(clause):
             tags.append("decision")

@@ -48,7 +48,7 @@ _IMPERATIVE_EN = re.compile(
     r"(?P<action>(?P<verb>[a-z]+)\b.*)$", re.I)
 _IMPERATIVE_ZH = re.compile(
     r"^(?:(?:请|麻烦|帮我|给我)|(?:这次|这一次|这回|本次|以后|今后|每次|下次)?(?:都|先|就|还是)?"
-    r"(?=(?:寄到|送到|发到|放在|放到|改到|改成|换成|寄|送|发)(?![了过])))(?P<action>.+)$")
+    r"(?=(?:寄到|送到|发到|放在|放到|改到|改成|换成|寄|送|发|放(?![假心弃松学]))(?![了过])))(?P<action>.+)$")
 _SPECIFIC = re.compile(r"\b(?:me|my|mine|us|our|ours|myself|I|the|this|that|these|those)\b|\d|@", re.I)
 _REMEMBER = re.compile(
     _OPENER + r"(?:(?:could|can|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:remember|note|keep in mind|"
@@ -56,6 +56,9 @@ _REMEMBER = re.compile(
     r"|^(?:请|麻烦)?(?:你|您)?(?:记住|记一下|记好|别忘了)(?:一下)?[:：,，]?(?P<zs>.+?)[？?]?$",
     re.I,
 )
+_LEADING_SCOPE = re.compile(
+    r"^(?:(?:just|only)\s+)?(?:this (?:time|once)|for (?:now|today|this order)|from now on|going forward|in (?:the )?future|"
+    r"for future orders|as usual|next time)\s*,?\s+", re.I)
 _REQUEST_ZH = re.compile(
     r"^(?:请问)?(?:你|您|你们)?(?:能不能|能否|可不可以|可以|能|麻烦(?:你|您)?|请(?:你|您)?|帮忙)?"
     r"(?P<action>.+?)(?:好吗|可以吗|行吗|吗|吧|呢)?[？?。！!~～]*$"
@@ -136,6 +139,9 @@ def instruction_of(clause: str) -> str | None:
     if re.search(r"[\u4e00-\u9fff]", text):
         zh = _IMPERATIVE_ZH.match(text)
         return text.rstrip("。！!") if zh and _ZH_ACTION.search(text) else None
+    scope = _LEADING_SCOPE.match(text)  # "Just this once, send it ..." → "send it ..., just this once"
+    if scope:
+        text = text[scope.end():]
     m = _IMPERATIVE_EN.match(text)
     if not m or m.group("verb").lower() not in ACTION_VERBS:
         return None
@@ -145,6 +151,8 @@ def instruction_of(clause: str) -> str | None:
     action = action[:1].lower() + action[1:]
     if m.group("adv"):
         action = f"{m.group('adv').strip().lower()} {action}"
+    if scope:
+        action = f"{action}, {scope.group(0).strip(' ,').lower()}"
     return f"never {action}" if m.group("neg") and m.group("neg").lower().startswith("never") else \
         (f"not {action}" if m.group("neg") else action)
 

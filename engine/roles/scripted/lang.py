@@ -211,12 +211,25 @@ _BASE_VERBS = frozenset(
 )
 
 
+#: words after "I" that stay as they are: modals, past forms (regular ones end in -ed), words
+#: whose present and past are the same ("I put it there yesterday"), and words that are no verb
+_UNCHANGED = frozenset(
+    """can could will would shall should must might may did was were had went got bought made took came saw met said
+    told gave found left felt kept thought brought began ran wrote ate drank spent lost paid sent built sold taught
+    caught fell won knew grew drew flew threw wore chose spoke broke woke drove rode rose sang swam sat stood
+    understood held heard meant slept fed led became forgot hid shook stole struck sought fought bit lit dealt
+    put read cut let set hit hurt cost quit shut spread split bet cast and or but too so then not alone myself
+    personally only even either neither both""".split()
+)
+
+
 def third_person(verb: str) -> str:
-    """The third person singular of an English base verb ("have" → "has", "live" → "lives")."""
+    """The third person singular of an English base verb ("have" → "has", "live" → "lives", "shop" →
+    "shops"); past forms, modals and non-verbs are returned unchanged."""
     low = verb.lower()
     if low in _VERB_S:
         return _VERB_S[low]
-    if low in _BASE_VERBS:
+    if low in _BASE_VERBS or (low.isalpha() and low not in _UNCHANGED and not low.endswith(("ed", "ly"))):
         if low.endswith(("s", "sh", "ch", "x", "z", "o")):
             return verb + "es"
         if low.endswith("y") and low[-2:-1] not in "aeiou":
@@ -237,7 +250,9 @@ def resolve_speaker(text: str, speaker: str) -> str:
     out = re.sub(r"\bI've\b", f"{speaker} has", out)
     out = re.sub(r"\bI'd\b", f"{speaker} would", out)
     out = re.sub(r"\bI'll\b", f"{speaker} will", out)
-    out = re.sub(r"\bI\s+([a-z]+)\b", lambda m: f"{speaker} {third_person(m.group(1))}", out)
+    out = re.sub(r"\bI\s+((?:(?:no longer|also|still|just|really|now|always|never|usually|often|sometimes|already|"
+                 r"recently|actually|finally|only|mostly|rarely|even|\w+ly)\s+)*)([a-z]+)\b",
+                 lambda m: f"{speaker} {m.group(1)}{third_person(m.group(2))}", out)
     out = re.sub(r"\bI\b", speaker, out)
     out = re.sub(r"\b[Mm]y\b", possessive, out)
     out = re.sub(r"\bmine\b", possessive, out)

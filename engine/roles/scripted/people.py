@@ -56,20 +56,21 @@ _REL_NAMED = re.compile(
 )
 _NAME_REL = re.compile(rf"\b(?P<name>{_NAME})\s*(?:,\s*|\s+is\s+)(?:my|our)\s+{_ADJ}(?P<rel>{_REL})\b")
 _PERSON_CONTEXT = re.compile(
-    rf"\b(?:with|met|meet|meeting|told|asked|called|texted|invited|married|marry|dating|thanked|hired|hugged)\s+(?P<name>{_NAME})\b"
+    rf"\b(?:with|met|meet|meets|meeting|told|asked|texted|invited|married|marry|dating|thanked|hired|hugged)\s+(?P<name>{_NAME})\b"
     rf"|^(?P<subj>{_NAME})\s+(?:and I|said|says|told|tells|asked|asks|called|calls|texted|thinks|thought|wants|wanted|"
     rf"loves|loved|likes|liked|hates|lives|lived|works|worked|moved|has been|is an? (?:\w+\s+)?(?:{'|'.join(OCCUPATIONS)}))\b"
 )
+_STORY_ROLE = {"character": "?", "protagonist": "?", "narrator": "?", "detective": "?", "hero": "m", "heroine": "f",
+               "villain": "?", "girl": "f", "boy": "m", "woman": "f", "man": "m", "lady": "f", "guy": "m"}
+_NAMED = re.compile(
+    rf"\b(?i:(?P<role>{'|'.join(_STORY_ROLE)})\s+(?:named\s+|called\s+)?|(?:named|called)\s+)(?P<name>{_NAME})\b")
 _PAIR = re.compile(rf"\b{_NAME}\s+and\s+{_NAME}\b")
 _ZH_REL = "|".join(ZH_RELATIONS)
-_ZH_NAMED = re.compile(
-    rf"我(?:的)?(?:大|小|亲|好)?(?P<rel>{_ZH_REL})(?:(?:叫|名叫|叫做)(?P<n1>[\u4e00-\u9fff]{{2,4}}?)|(?P<n2>[\u4e00-\u9fff]{{2,3}}?))?"
-    r"(?=[，。,.!！？?；;、\s]|$|是|在|住|喜欢|今年|也|很|刚|已经|去|和|说|要|想|会|有|的|上|最近|昨天|今天)"
-)
+_ZH_NAMED = re.compile(rf"我(?:的)?(?:大|小|亲|好)?(?P<rel>{_ZH_REL})(?P<called>叫|名叫|叫做)?(?P<rest>[\u4e00-\u9fff]{{0,4}})")
 _ZH_CONTEXT = re.compile(r"(?:和|跟|告诉|遇到了?|见到了?)(?P<n>[\u4e00-\u9fff]{2,3}?)(?=[，。,.!！？?；;\s]|$|一起|说|去|吃|聊|见面)")
 _PRONOUN = re.compile(r"\b(?P<p>she|he|her|him|his|hers|herself|himself|they|them|their|theirs|themselves)\b"
-                      r"(?P<contr>['’](?:re|ve|ll|d)\b)?"
-                      r"(?P<verb>\s+(?:are|were|have|do|don't|[a-z]+))?|(?<![其吉])(?P<zh>她|他)(?![们])", re.I)
+                      r"(?P<contr>['’](?:re|ve|ll|d|s)\b)?"
+                      r"(?P<verb>\s+(?!(?:she|he|her|him|his|hers|they|them|their)\b)(?:are|were|have|do|don't|[a-z]+))?|(?<![其吉])(?P<zh>她|他)(?![们])", re.I)
 _OBJECT_NEXT = frozenset(
     """a an the some to with for about at in on and or that this these those yesterday today tonight last again back
     up out off so very too because but if when how what why where whether everything something nothing anything it
@@ -94,6 +95,7 @@ class Referents:
     def __init__(self, user_names: Iterable[str] = ()):
         self.user_names = {normalize(n) for n in user_names if n}
         self.mentions: list[Mention] = []
+        self.genders: dict[str, str] = {}  # learned from use: "Viktor ... he" makes Viktor male
 
     @property
     def names(self) -> set[str]:
@@ -111,11 +113,12 @@ class Referents:
         mentions = self._mentions(text)
         out: list[str] = []
         last = 0
+        taken: dict[str, str] = {}  # name → the gender of the pronoun it already stands for in `text`
         for m in _PRONOUN.finditer(text):
-            for pos, mention in [x for x in mentions if x[0] < m.start()]:
+            for _, mention in [x for x in mentions if x[0] < m.start()]:
                 self.mentions.append(mention)
             mentions = [x for x in mentions if x[0] >= m.start()]
-            replacement = self._replacement(m, text)
+            replacement = self._replacement(m, text, taken)
             if replacement is not None:
                 out.append(text[last:m.start()])
                 out.append(replacement)
@@ -148,11 +151,16 @@ class Referents:
             name = m.group("name") or m.group("subj")
             if self._is_person_name(name) and not any(x[1].name == name for x in found):
                 found.append((m.start(), Mention(name, _title_gender(name))))
+        for m in _NAMED.finditer(text):
+            name = m.group("name")
+            if self._is_person_name(name) and not any(x[1].name == name for x in found):
+                role = (m.group("role") or "").lower()
+                found.append((m.start(), Mention(name, _STORY_ROLE.get(role, "?"))))
         for m in _PAIR.finditer(text):
             found.append((m.end(), Mention(None, "plural")))
         for m in _ZH_NAMED.finditer(text):
             rel = m.group("rel")
-            name = m.group("n1") or (m.group("n2") if m.group("n2") and is_chinese_name(m.group("n2")) else None)
+            name = _zh_name_after(m.group("rest"), called=bool(m.group("called")))
             found.append((m.start(), Mention(name if name and normalize(name) not in self.user_names else None,
                                              ZH_RELATIONS[rel], ZH_RELATIONS[rel] == "?")))
         for m in _ZH_CONTEXT.finditer(text):
@@ -165,28 +173,30 @@ class Referents:
         return (first not in NOT_PLACES and first not in _NOT_PERSONS and normalize(name) not in self.user_names
                 and normalize(first) not in self.user_names)
 
-    def _referent(self, pronoun: str) -> Mention | None:
-        """The latest mention `pronoun` can refer to, if it has a name."""
-        low = pronoun.lower()
-        if low in ("she", "her", "hers", "herself", "她"):
-            wanted = ("f", "?")
-        elif low in ("he", "him", "his", "himself", "他"):
-            wanted = ("m", "?")
-        else:
-            wanted = ("?", "plural")
+    def _referent(self, pronoun: str, taken: dict[str, str]) -> Mention | None:
+        """The latest mention `pronoun` can refer to, if it has a name (not one another pronoun
+        of `taken` already stands for: in "he is her handler" he and her are two people)."""
+        gender = _pronoun_gender(pronoun)
+        wanted = ("?", "plural") if gender == "plural" else (gender, "?")
         for mention in reversed(self.mentions):
-            if mention.gender in wanted:
-                if wanted == ("?", "plural") and (mention.gender == "plural" or not mention.neutral_relation):
-                    return None  # "they" after a group, or after a person we cannot tell is a singular they
-                return mention if mention.name else None
+            known = self.genders.get(mention.name or "", mention.gender)
+            if known not in wanted or (mention.name in taken and taken[mention.name] != gender):
+                continue
+            if gender == "plural" and (known == "plural" or not mention.neutral_relation):
+                return None  # "they" after a group, or after a person we cannot tell is a singular they
+            return mention if mention.name else None
         return None
 
-    def _replacement(self, m: re.Match[str], text: str) -> str | None:
+    def _replacement(self, m: re.Match[str], text: str, taken: dict[str, str]) -> str | None:
         pronoun = m.group("p") or m.group("zh")
-        referent = self._referent(pronoun)
+        referent = self._referent(pronoun, taken)
         if referent is None:
             return None
         name = referent.name
+        gender = _pronoun_gender(pronoun)
+        taken[name] = gender
+        if gender in ("f", "m") and referent.gender == "?":
+            self.genders[name] = gender
         if m.group("zh"):
             return name
         low = pronoun.lower()
@@ -198,11 +208,33 @@ class Referents:
             following = (verb.strip() or re.match(r"\s*(\S*)", rest).group(1)).lower().strip(".,!?;:")
             possessive = bool(following) and following not in _OBJECT_NEXT
             return f"{name}'s{verb}" if possessive else f"{name}{verb}"
-        if low == "they" and m.group("contr"):
-            return f"{name} {_CONTRACTED[m.group('contr')[1:]]}{verb}"
+        if m.group("contr") and low in ("he", "she", "they"):
+            short = m.group("contr")[1:]
+            if short == "s":  # he's: is, or has before a participle ("she's got", "he's been")
+                short = "ve" if verb.strip().lower() in ("got", "been", "had", "gone", "done", "seen", "made") else "re"
+            return f"{name} {_CONTRACTED[short]}{verb}"
         if low == "they" and verb:
             return f"{name} {_agree(verb.strip())}"
         return f"{name}{verb}"
+
+
+def _pronoun_gender(pronoun: str) -> str:
+    low = pronoun.lower()
+    if low in ("she", "her", "hers", "herself", "她"):
+        return "f"
+    if low in ("he", "him", "his", "himself", "他"):
+        return "m"
+    return "plural"
+
+
+def _zh_name_after(rest: str, *, called: bool) -> str | None:
+    """The name right after a Chinese relation noun ("妹妹安娜是…" → 安娜; "妹妹叫米娅" → 米娅)."""
+    for k in (3, 2):
+        if len(rest) >= k and is_chinese_name(rest[:k]):
+            return rest[:k]
+    if called and 2 <= len(rest) <= 3 and not rest.startswith(("了", "过", "着")):
+        return rest  # "叫" names whatever follows, up to the clause's end
+    return None
 
 
 _CONTRACTED = {"re": "is", "ve": "has", "ll": "will", "d": "would"}

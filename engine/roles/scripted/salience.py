@@ -127,8 +127,8 @@ _LIFE_EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("work", re.compile(
         r"\b(?:laid off|lost (?:my|his|her) job|got fired|was fired|been fired|sacked|made redundant|redundancy|"
         r"unemployed|(?:got|started|found|start) (?:a |my )?new job|got a job|got promoted|got (?:a|the) promotion|"
-        r"my promotion|retired|retiring|"
-        r"quit (?:my|his|her) job|resigned)\b|被裁|裁员|失业|辞职|升职|退休|被开除|找到(?:了)?(?:新)?工作|换工作", re.I)),
+        r"my promotion|(?<!a )(?<!an )(?<!the )retired|retiring|"
+        r"quit (?:my|his|her) job|resigned)\b|被裁|裁员|失业|辞职|升职|退休|被开除|找到(?:了)?(?:新)?工作|换了?(?:新)?工作", re.I)),
     ("education", re.compile(r"\b(?:graduated|graduation|got (?:my|a) degree|dropped out)\b|毕业|退学", re.I)),
 )
 
@@ -175,7 +175,8 @@ _LEADING_MARKER = re.compile(
     r"(?:just )?(?:an )?update|fyi|just so you know|incidentally|speaking of which|for what it'?s worth|fwiw|"
     r"对了|顺便说一下|顺便说一句|顺便问一下|顺便|话说|另外|还有)(?:[\s,，:：.。!！…~～-]+|$)"
     r"|^(?:well|so|um+|uh+|er+|hmm+|right|alright|all right|oh|ah|okay|ok|yeah|yes|no|sure|i see|i mean|you know|"
-    r"thanks|thank you|cheers|great|perfect|cool|nice|sounds good|got it|hi|hello|hey|good morning|"
+    r"thanks|thank you|thanks (?:a lot|so much|again)|thank you (?:so much|very much|again)|many thanks|"
+    r"much appreciated|cheers|great|perfect|cool|nice|sounds good|got it|hi|hello|hey|good morning|"
     r"oh well|never ?mind|no worries|fair enough|makes sense|good to know|i guess|let me think|so yeah|"
     r"那个|嗯+|好吧|行吧|行|可以|收到|明白了?|知道了|了解|哦+|啊+|呃+|额+|嘿嘿|呵呵|嘻嘻|哈哈+|没事|算了|好嘞|好滴|好的)"
     r"(?:[,，:：.。!！?？…~～]+\s*|\s*$)",
