@@ -11,7 +11,11 @@ from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.text import jaccard
 from engine.roles import types as R
-from engine.roles.scripted import ScriptedConsolidator, ScriptedExtractor, ScriptedProfileInducer
+from engine.roles.scripted import (
+    ScriptedConsolidator,
+    ScriptedExtractor,
+    ScriptedProfileInducer,
+)
 
 AT = datetime(2023, 5, 8, 15, 0, tzinfo=timezone(timedelta(hours=8)))
 BLOCKING = MemoryConfig().update_jaccard

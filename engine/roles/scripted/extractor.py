@@ -22,7 +22,13 @@ from engine.core.attributes import stated_attribute
 from engine.core.text import content_tokens, normalize, split_clauses, split_sentences
 from engine.core.timeparse import absolutize
 from engine.core.timespans import day_span, span_label
-from engine.roles.scripted.intent import instruction_of, is_durable, is_one_off, remembered_statement, request_of
+from engine.roles.scripted.intent import (
+    instruction_of,
+    is_durable,
+    is_one_off,
+    remembered_statement,
+    request_of,
+)
 from engine.roles.scripted.lang import (
     ANONYMOUS,
     ANONYMOUS_ZH,
@@ -44,7 +50,11 @@ from engine.roles.scripted.lang import (
     resolve_speaker,
     theme_of,
 )
-from engine.roles.scripted.people import PERSON_RELATIONS, ZH_PERSON_RELATIONS, Referents
+from engine.roles.scripted.people import (
+    PERSON_RELATIONS,
+    ZH_PERSON_RELATIONS,
+    Referents,
+)
 from engine.roles.scripted.salience import (
     PROBLEM_KEYWORDS,
     holds_preference,
@@ -152,18 +162,17 @@ class ScriptedExtractor:
             if is_filler(sentence):
                 continue
             sentence = said.people.resolve(sentence)
-            if introduced_name(sentence):
-                pass  # "Call me Ishmael", "我是李明轩": a name, not a request
-            elif statement := remembered_statement(sentence):
-                sentence = statement  # "remember that I'm vegetarian": the statement itself
-            elif is_question(sentence) and _ADVICE.search(sentence):
-                # asking for advice is an episode worth keeping: the assistant's answer to it is
-                # what "what did you recommend last time?" recalls through this record's source
-                out.extend(r for r in [self._advice(sentence, said)] if r is not None)
-                continue
-            elif action := request_of(sentence):
-                out.append(self._asked(action, sentence, said))
-                continue
+            if not introduced_name(sentence):  # "Call me Ishmael", "我是李明轩": a name, not a request
+                if statement := remembered_statement(sentence):
+                    sentence = statement  # "remember that I'm vegetarian": the statement itself
+                elif is_question(sentence) and _ADVICE.search(sentence):
+                    # asking for advice is an episode worth keeping: the assistant's answer to it is
+                    # what "what did you recommend last time?" recalls through this record's source
+                    out.extend(r for r in [self._advice(sentence, said)] if r is not None)
+                    continue
+                elif action := request_of(sentence):
+                    out.append(self._asked(action, sentence, said))
+                    continue
             if is_question(sentence) or is_chitchat(sentence):
                 continue
             for piece in split_clauses(sentence):

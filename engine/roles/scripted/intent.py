@@ -173,9 +173,8 @@ def is_durable(text: str) -> bool:
 def _base_verb(ving: str) -> str:
     """The base form of an -ing verb ("sending" → "send", "shipping" → "ship", "moving" → "move")."""
     stem = ving[:-3].lower()
-    if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
-        stem = stem[:-1]
-    elif stem.endswith("ll") and stem[:-1] in ACTION_VERBS:
+    doubled = len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls"  # shipping → ship
+    if doubled or (stem.endswith("ll") and stem[:-1] in ACTION_VERBS):  # cancelling → cancel
         stem = stem[:-1]
     if stem in ACTION_VERBS:
         return stem

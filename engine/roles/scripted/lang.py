@@ -11,7 +11,6 @@ import re
 from collections.abc import Sequence
 
 from engine.core.attributes import OCCUPATIONS
-from engine.roles.scripted.names import ZH_OCCUPATION, chinese_self_name
 from engine.core.text import (
     content_tokens,
     has_cjk,
@@ -20,6 +19,7 @@ from engine.core.text import (
     segmenter,
     tokenize,
 )
+from engine.roles.scripted.names import ZH_OCCUPATION, chinese_self_name
 
 __all__ = [
     "ANONYMOUS",
