@@ -12,7 +12,8 @@ def cand(i, R, age=0.0, tags=("fact",), n=0, tokens=10):
 
 # min_relevance 0: these tests pin the score order and the floor mechanics themselves; earned seats
 # (a minimum relevance) are tested below
-CFG = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), min_relevance=0.0)
+CFG = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), min_relevance=0.0,
+                              min_score_ratio=0.0)
 
 
 def test_top_k_by_score_with_breakdown():
@@ -28,7 +29,8 @@ def test_top_k_by_score_with_breakdown():
 
 
 def test_floor_holds_a_seat():
-    cfg = MemoryConfig.from_preset("customer service", top_k=2, always_inject_types=("identity",), min_relevance=0.0)
+    cfg = MemoryConfig.from_preset("customer service", top_k=2, always_inject_types=("identity",), min_relevance=0.0,
+                                   min_score_ratio=0.0)
     cands = [cand(1, 1.0), cand(2, 0.9), cand(3, 0.0, tags=("identity",), age=1e7)]
     rows, picked = rank_candidates(cands, config=cfg)
     assert 3 in picked and len(picked) == 2
@@ -37,7 +39,7 @@ def test_floor_holds_a_seat():
 
 def test_budget_skips_large_records():
     cfg = MemoryConfig.from_preset("customer service", top_k=3, always_inject_types=(), injection_budget=25,
-                                   min_relevance=0.0)
+                                   min_relevance=0.0, min_score_ratio=0.0)
     cands = [cand(1, 1.0, tokens=20), cand(2, 0.9, tokens=20), cand(3, 0.8, tokens=5)]
     rows, picked = rank_candidates(cands, config=cfg)
     assert picked == [1, 3]

@@ -31,12 +31,13 @@ candidate = st.builds(
     excluded_share=st.floats(0, 1),
     min_relevance=st.floats(0, 1),
     safety_seats=st.integers(0, 3),
+    ratio=st.floats(0, 1),
 )
 def test_seats_respect_top_k_budget_and_exclusions(cands, top_k, budget, floors, excluded_share, min_relevance,
-                                                   safety_seats):
+                                                   safety_seats, ratio):
     cfg = MemoryConfig.from_preset("customer service", top_k=top_k, injection_budget=budget,
                                    always_inject_types=tuple(floors), min_relevance=min_relevance,
-                                   safety_seats=safety_seats)
+                                   safety_seats=safety_seats, min_score_ratio=ratio)
     excluded = {c.record_id: "held" for c in cands[: int(len(cands) * excluded_share)]}
     rows, picked = rank_candidates(cands, config=cfg, excluded=excluded)
     by_id = {c.record_id: c for c in cands}
@@ -51,6 +52,9 @@ def test_seats_respect_top_k_budget_and_exclusions(cands, top_k, budget, floors,
     seat = {r.record_id: r.why for r in rows if r.verdict == "picked"}
     assert all(by_id[i].R >= min_relevance or seat[i] == "safety" for i in picked)  # seats are earned
     assert sum(1 for w in seat.values() if w == "safety") <= safety_seats
+    best = max((r.S for r in rows if r.record_id not in excluded), default=0.0)
+    score = {r.record_id: r.S for r in rows}
+    assert all(score[i] >= ratio * best - 1e-5 or seat[i] == "safety" for i in picked)
     for r in rows:
         assert 0.0 <= r.R <= 1.0 and 0.0 <= r.T <= 1.0 and 0.0 <= r.F <= 1.0
         if r.record_id in excluded:

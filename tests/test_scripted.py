@@ -118,7 +118,8 @@ def test_chinese_conversation():
     )  # fmt: skip
     assert not any("杭州" in r.content for r in records)
     name = find(records, "名字")
-    assert name.content == "李明轩的名字是李明轩。" and name.tags == ["identity"] and name.memory_type == "profile"
+    # not the tautology "李明轩的名字是李明轩" (issue 13): the user's name is 李明轩
+    assert name.content == "用户的名字是李明轩。" and name.tags == ["identity"] and name.memory_type == "profile"
     home = find(records, "北京")
     assert home.content == "李明轩住在北京朝阳区。" and "identity" in home.tags and home.location == "北京朝阳区"
     trip = find(records, "上海")

@@ -158,12 +158,14 @@ GUARD_MODES: tuple[str, ...] = ("cues", "always", "off")
 #: What strengthens a memory: its use (restated, or used in the reply), or every injection (the first seed).
 REINFORCE_MODES: tuple[str, ...] = ("use", "injection")
 DEFAULT_PATH_WEIGHTS: dict[str, float] = {"bm25": 0.4, "dense": 0.4, "dim": 0.2}
-DIM_CONSTRAINTS: tuple[str, ...] = ("type", "tag", "answer", "time", "location", "keyword_phrase", "keyword_tokens")
+DIM_CONSTRAINTS: tuple[str, ...] = ("type", "tag", "attribute", "answer", "time", "location", "keyword_phrase",
+                                    "keyword_tokens")
 #: memlab adds "tag" (the salience a question asks for: preference, safety, ...) and "answer" (the
 #: record states the kind of thing asked for: a place for "where", a time for "when"), each at the
-#: type's weight.
-DEFAULT_DIM_WEIGHTS: dict[str, float] = {"type": 0.15, "tag": 0.15, "answer": 0.15, "time": 0.30, "location": 0.20,
-                                         "keyword_phrase": 0.15, "keyword_tokens": 0.15}
+#: type's weight, and "attribute" (the record states the attribute asked for: an occupation for
+#: "what do I do for a living?") at the time constraint's weight, being as specific.
+DEFAULT_DIM_WEIGHTS: dict[str, float] = {"type": 0.15, "tag": 0.15, "attribute": 0.30, "answer": 0.15, "time": 0.30,
+                                         "location": 0.20, "keyword_phrase": 0.15, "keyword_tokens": 0.15}
 
 
 def preset_names() -> list[str]:

@@ -341,7 +341,9 @@ class MemoryEngine:
 
     def call_role(self, role: str, fn: Callable[[Any], T], inp: Any) -> T:
         """Call a model role; a role that does not record its own call (scripted) is recorded here
-        with approximate token counts."""
+        with approximate token counts. A rule-based role (`model_calls = False`) is no model call."""
+        if getattr(getattr(fn, "__self__", None), "model_calls", True) is False:
+            return fn(inp)
         t0 = _time.perf_counter()
         mark = self.ledger.mark()
         try:

@@ -96,32 +96,36 @@ def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: Me
             excluded: Mapping[int, str], S: np.ndarray) -> _Seats:
     """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
     matters when dinner is discussed without the word), then one floor seat per `always_inject_types`
-    tag, then top-K by S; floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
-    irrelevant one), and nothing may overflow the injection token budget."""
+    tag, then top-K by S. Floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
+    irrelevant one) and S ≥ `min_score_ratio` of the best candidate's S (decay and importance can
+    take a seat away); nothing may overflow the injection token budget."""
     seats = _Seats(why={i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded})
     eligible = [float(S[i]) for i in order if i not in seats.why]
     floor_s = config.min_score_ratio * max(eligible) if eligible else 0.0
-    for i in order:  # a seat needs a score near the best one's: decay and importance can take it away
-        if i not in seats.why and "safety" not in candidates[i].tags and float(S[i]) < floor_s - 1e-12:
-            seats.why[i] = f"score below {config.min_score_ratio:g} of the best"
+    unearned: dict[int, str] = {}
+    for i in order:
+        if i in seats.why:
+            continue
+        if candidates[i].R < config.min_relevance:
+            unearned[i] = f"below min relevance {config.min_relevance:g}"
+        elif float(S[i]) < floor_s - 1e-12:
+            unearned[i] = f"score below {config.min_score_ratio:g} of the best"
     used_tokens = 0
     floors = [("safety", "safety", False)] * config.safety_seats + [
         (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
-    for tag, why, needs_relevance in floors:
+    for tag, why, must_earn in floors:
         for i in order:
             c = candidates[i]
-            if i in seats.why or tag not in c.tags or len(seats.picked) >= config.top_k:
+            if i in seats.why or tag not in c.tags or len(seats.picked) >= config.top_k or (must_earn and i in unearned):
                 continue
-            if not needs_relevance or c.R >= config.min_relevance:
-                if used_tokens + c.tokens > config.injection_budget and seats.picked:
-                    break
-                seats.picked.append(i)
-                seats.why[i] = why
-                used_tokens += c.tokens
+            if used_tokens + c.tokens > config.injection_budget and seats.picked:
                 break
-    for i in order:  # top-K seats need relevance too (a safety record without a safety seat included)
-        if i not in seats.why and candidates[i].R < config.min_relevance:
-            seats.why[i] = f"below min relevance {config.min_relevance:g}"
+            seats.picked.append(i)
+            seats.why[i] = why
+            used_tokens += c.tokens
+            break
+    for i, reason in unearned.items():
+        seats.why.setdefault(i, reason)
     for pos, i in enumerate(order):
         if i in seats.why:
             if i in seats.picked:

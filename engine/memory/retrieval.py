@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.forgetting import tag_union
@@ -80,6 +81,9 @@ def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mappin
         parts["type"] = 1.0 if record.memory_type in query.target_types else 0.0
     if query.target_tags:
         parts["tag"] = 1.0 if set(query.target_tags) & set(record.tags) else 0.0
+    if query.target_attributes:
+        stated = _stated_attribute_name(record.content)
+        parts["attribute"] = 1.0 if stated is not None and stated.split(":")[0] in query.target_attributes else 0.0
     if query.answer_dimension in _ANSWER_FIELDS:  # "where …?" wants a record that states a place
         parts["answer"] = 1.0 if getattr(record, _ANSWER_FIELDS[query.answer_dimension]) else 0.0
     if query.time is not None:
@@ -113,6 +117,12 @@ def _query_terms(keywords: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[
         kw_tokens.update(content_tokens(k) or [k])
     multi = tuple(k for k in q_kw if " " in k or re.search(r"[\u4e00-\u9fff]{2,}", k))
     return tuple(q_kw), frozenset(kw_tokens), multi
+
+
+@lru_cache(maxsize=1 << 16)
+def _stated_attribute_name(content: str) -> str | None:
+    found = stated_attribute(content)
+    return found.name if found is not None else None
 
 
 @lru_cache(maxsize=1 << 16)
@@ -179,8 +189,8 @@ def gather(
 
 
 def _has_constraint(query: ParsedQuery) -> bool:
-    return bool(query.target_types or query.target_tags or query.time or query.location or query.keywords
-                or query.answer_dimension in _ANSWER_FIELDS)
+    return bool(query.target_types or query.target_tags or query.target_attributes or query.time or query.location
+                or query.keywords or query.answer_dimension in _ANSWER_FIELDS)
 
 
 def _minmax(scores: Mapping[int, float]) -> dict[int, float]:

@@ -77,6 +77,7 @@ def record_view(record: MemoryRecord) -> RecordView:
         purpose=record.purpose,
         keywords=list(record.keywords),
         theme=record.theme,
+        lasting=record.lasting,
     )
 
 
@@ -98,18 +99,15 @@ def block(new: MemoryRecord, pool: Iterable[MemoryRecord], *, config: MemoryConf
 
 
 def subject_attribute(record: MemoryRecord) -> tuple[str, str] | None:
-    """(who, attribute) when the record states a single-valued attribute of someone, else None.
-
-    Who is the first word before the stated value ("Li" in "Li lives in Porto"); the speaker's own
-    statements ("The user …", "I …", or the speaker's name) all count as the speaker."""
+    """(whose, attribute) when the record states a single-valued attribute of someone or
+    something ("Li lives in Porto" → ("li", "residence"); "the detective is called Inês" →
+    ("", "name:detective")), else None. The user's own statements count as the speaker's."""
     found = stated_attribute(record.content)
     if found is None:
         return None
-    cut = record.content.find(found.raw) if found.raw else -1
-    words = content_tokens(record.content[:cut] if cut > 0 else record.content)
+    who = normalize(found.subject or "").strip()
     speaker = normalize(record.source.speaker).strip() if record.source and record.source.speaker else ""
-    who = words[0] if words else ""
-    if who in ("user", "i", "me", "my", "我") or (speaker and who == speaker.split()[0]):
+    if who in ("user", "the user", "i", "me", "my", "我", "用户") or (speaker and who == speaker):
         who = f"speaker:{speaker or 'user'}"
     return who, found.name
 

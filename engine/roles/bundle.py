@@ -49,13 +49,23 @@ class Models:
         return cls(**scripted_roles(), mode="scripted", label="scripted models (offline stand-ins)")
 
     @classmethod
-    def real(cls, settings: Any = None) -> Models:
+    def real(cls, settings: Any = None, *, query_parsing: str = "rules") -> Models:
         """Real roles on the chat model `settings` describe (ModelSettings.from_env() by default).
 
         Their calls go to the ledger the engine binds (MemoryEngine does it in its constructor);
-        read them from `engine.ledger`.
+        read them from `engine.ledger`. Queries are parsed by the rules, the model called only when
+        the rules cannot resolve a question (`query_parsing="rules"`, the default: a parser call
+        per turn is most of a memory's cost), or by the model every turn (`"model"`).
         """
         from engine.roles.llm import ModelSettings, real_roles
+        from engine.roles.rules import FallbackQueryParser, RuleQueryParser
 
+        if query_parsing not in ("rules", "model"):
+            from engine.core.errors import ConfigError
+
+            raise ConfigError(f"query_parsing {query_parsing!r} must be 'rules' or 'model'")
         settings = settings or ModelSettings.from_env()
-        return cls(**real_roles(settings), mode="real", label=f"real: {settings.model}", settings=settings)
+        roles = real_roles(settings)
+        if query_parsing == "rules":
+            roles["query_parser"] = FallbackQueryParser(RuleQueryParser(), roles["query_parser"])
+        return cls(**roles, mode="real", label=f"real: {settings.model}", settings=settings)

@@ -112,6 +112,9 @@ class ParsedQuery(_Model):
     target_types: list[Literal["fact", "episodic", "profile"]] = Field(default_factory=list)
     target_tags: list[Literal["identity", "decision", "preference", "fact", "episode", "chat", "safety"]] = Field(
         default_factory=list, description="salience the answer carries, e.g. preference for 'what are my hobbies'")
+    target_attributes: list[str] = Field(
+        default_factory=list, description="single-valued attributes asked for, e.g. occupation for 'what do I do "
+                                          "for a living?' (residence, employer, name, phone, email, address, age)")
     time: TimeConstraint | None = None
     location: str | None = None
     needs_assistant: bool = False

@@ -36,7 +36,9 @@ Rules:
 - One atomic, self-contained statement per record: replace pronouns with the speaker's name (or "the user"); turn relative dates ("yesterday", "next Friday") into absolute dates computed from that message's `at`.
 - Record user-side facts only: what the user said, is, did, plans, prefers or decided. Skip the assistant's suggestions unless the user adopts them, and skip greetings and small talk.
 - memory_type: "profile" for lasting traits (identity, job, stable preferences), "episodic" for an event at a time, otherwise "fact".
-- tags: any of identity, decision, preference, fact, episode, chat.
+- tags: any of identity, decision, preference, fact, episode, chat, safety. "safety" marks allergies, intolerances, medical conditions and medications, legal constraints and accessibility needs; give such records keywords naming the class too (e.g. "allergy", "medical", "legal", "accessibility").
+- lasting: false for a one-off instruction or request that applies once ("only this time", "just for this order", "这次先"); true (the default) for anything durable, including standing instructions ("always ship to my office").
+- A request phrased as a question ("could you add two bags of flour to my next order?") is a record of what the user asked for; a question asking for information is not. Life events (a death, a diagnosis, a move, a wedding, a job loss) and open problems (a refund that has not arrived) are never small talk. Record someone else's preferences as theirs, not the user's.
 - Fill time (YYYY-MM-DD, YYYY-MM, YYYY, or START..END), location, reason and purpose only where the messages state them. theme: a short topic label. keywords: 2-6 salient words.
 - source_ids: ids of the `new` messages the record rests on. speaker: who it is about.
 - Write in the language of the messages. Return an empty list when nothing is worth remembering.

@@ -7,8 +7,10 @@ network, and they are what the lab uses until a real model is configured. Englis
 Outside this package and the tests, get them through `engine.roles.bundle.Models.scripted()`
 (`.chat` is the scripted chat model); nothing else imports from here.
 
-The modules: `lang` (the shared language rules), `extractor`, `query`, `consolidator`, `tuner`,
-`inducer`, `chat`.
+The modules: `lang` (the shared language rules), `names` (is this a person's name?), `people`
+(who he, she and 她 refer to), `intent` (requests, imperatives, one-off or lasting), `salience`
+(safety, life events, open problems, filler, whose preference), `extractor`, `query`,
+`consolidator`, `tuner`, `inducer`, `chat`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
 """`ScriptedConsolidator`: MERGE / SUPERSEDE / KEEP_BOTH by rule.
 
-Episodes merge only when they are the same event (same time, overlapping content). Statements of
-the same single-valued attribute (engine.core.attributes) merge when their values agree and
-supersede when the value changed; a changed number, an explicit change ("no longer", "now
-prefers") or a reversed preference supersedes; near-identical statements merge.
+Statements of the same single-valued attribute of the same subject (engine.core.attributes) merge
+when their values agree and supersede when the value changed, whatever type each record got (a
+move typed `fact` supersedes a residence typed `profile`); the same attribute of two different
+subjects (Ana's city, the user's city) keeps both. Otherwise episodes merge only when they are the
+same event (same time, overlapping content); a changed number, an explicit change ("no longer",
+"now prefers") or a reversed preference supersedes; near-identical statements merge.
 """
 
 from __future__ import annotations
 
-from engine.core.attributes import attribute_of, values_agree
+from engine.core.attributes import same_attribute, stated_attribute, values_agree
 from engine.core.text import content_tokens, jaccard, normalize
 from engine.roles.scripted.lang import CHANGE, NEGATIVE_PREFERENCE
 from engine.roles.types import ConsolidationDecision, ConsolidationInput
@@ -36,18 +38,22 @@ class ScriptedConsolidator:
         if same_text:
             return ConsolidationDecision(action="MERGE", merged_content=merged, reason="same statement")
 
+        new_attr, old_attr = stated_attribute(new.content), stated_attribute(old.content)
+        if same_attribute(new_attr, old_attr):  # regardless of memory_type: a move typed fact vs a profile city
+            if values_agree(new_attr.value, old_attr.value):  # same value, or a refinement ("Beijing" / "Beijing Chaoyang")
+                return ConsolidationDecision(action="MERGE", merged_content=merged, reason=f"same {new_attr.name}")
+            return ConsolidationDecision(
+                action="SUPERSEDE", reason=f"{new_attr.name} changed from {old_attr.raw!r} to {new_attr.raw!r}"
+            )
+        if new_attr and old_attr and new_attr.name == old_attr.name:
+            return ConsolidationDecision(
+                action="KEEP_BOTH", reason=f"{new_attr.name} of different subjects ({old_attr.subject!r}, {new_attr.subject!r})"
+            )
+
         if kind == "episodic":
             if new.time and new.time == old.time and overlap >= 0.5:
                 return ConsolidationDecision(action="MERGE", merged_content=merged, reason=f"same event on {new.time}")
             return ConsolidationDecision(action="KEEP_BOTH", reason="different events (time or content differ)")
-
-        new_attr, old_attr = attribute_of(new.content), attribute_of(old.content)
-        if new_attr and old_attr and new_attr[0] == old_attr[0]:
-            if values_agree(new_attr[1], old_attr[1]):  # same value, or a refinement ("Beijing" / "Beijing Chaoyang")
-                return ConsolidationDecision(action="MERGE", merged_content=merged, reason=f"same {new_attr[0]}")
-            return ConsolidationDecision(
-                action="SUPERSEDE", reason=f"{new_attr[0]} changed from {old_attr[1]!r} to {new_attr[1]!r}"
-            )
         digits_new = {t for t in new_tokens if any(c.isdigit() for c in t)}
         digits_old = {t for t in old_tokens if any(c.isdigit() for c in t)}
         words_overlap = jaccard(set(new_tokens) - digits_new, set(old_tokens) - digits_old)

@@ -78,16 +78,20 @@ class ScriptedProfileInducer:
 
     def induct(self, inp: InductionInput) -> InductionOutput:
         changes = _Changes(inp.profile)
+        user = _User.of(inp)
         for rec in inp.records:
-            used = self._attributes(rec, changes)
+            if not rec.lasting:
+                continue  # a one-off instruction ("only this time") never enters the profile
+            used = self._attributes(rec, changes, user)
             text = rec.content
             for m in list(_RELATION_EN.finditer(text)) + list(_RELATION_ZH.finditer(text)):
-                changes.put("relationships", f"{m.group('r')}: {m.group('n')}")
-                used = True
-            if CONSTRAINT.search(text):
+                if user.owns(text[: m.start()]):  # the user's sister, not the neighbour's dog
+                    changes.put("relationships", f"{m.group('r')}: {m.group('n')}")
+                    used = True
+            if CONSTRAINT.search(text) or "safety" in rec.tags:
                 changes.put("constraints", text)
                 used = True
-            elif "preference" in rec.tags or PREFERENCE.search(text):
+            elif "preference" in rec.tags or (PREFERENCE.search(text) and user.is_subject(text)):
                 changes.put("preferences", text)
                 used = True
             elif "decision" in rec.tags and rec.memory_type != "episodic":
@@ -98,22 +102,71 @@ class ScriptedProfileInducer:
         return changes.output()
 
     @staticmethod
-    def _attributes(rec: RecordView, changes: _Changes) -> bool:
-        """The single-valued fields a record sets (name, occupation, residence); True if any."""
+    def _attributes(rec: RecordView, changes: _Changes, user: _User) -> bool:
+        """The single-valued fields a record sets of the user (name, occupation, where they live,
+        their phone...); True if any. Someone else's attributes ("Ana lives in Porto") set none."""
         found = stated_attribute(rec.content)
+        if found is not None and not user.is_named(found.subject):
+            return False
         kind = found.name if found is not None else None
         used = False
         if found is not None and kind == "name":
             changes.put("name", found.raw, single_prefix="")
             used = True
-        occupation = occupation_of(_first_person_again(rec.content))
+        occupation = occupation_of(_first_person_again(rec.content)) if user.is_subject(rec.content) else None
         if occupation or (found is not None and kind == "occupation"):
             changes.put("occupation", occupation or found.value, single_prefix="")
             used = True
         if found is not None and kind == "residence":
             changes.put("identity", f"lives in {rec.location or found.raw}", single_prefix="lives in ")
             used = True
+        elif found is not None and kind is not None and kind.split(":")[0] in _IDENTITY_LABELS:
+            label = _IDENTITY_LABELS[kind.split(":")[0]] + (f" ({kind.split(':')[1]})" if ":" in kind else "")
+            changes.put("identity", f"{label} {found.raw}", single_prefix=f"{label} ")
+            used = True
         return used
+
+
+#: single-valued attributes kept in the profile's identity field, by the label their value gets
+_IDENTITY_LABELS = {"origin": "from", "employer": "works at", "phone": "phone:", "email": "email:",
+                    "address": "address:", "age": "age:"}
+
+
+class _User:
+    """Who the user is in the records (the user, 用户, their profile name), and the third persons
+    the profile and the records name (so "Ana lives in Porto" is not the user's city)."""
+
+    def __init__(self, names: set[str], others: set[str]):
+        self.names = names
+        self.others = others
+
+    @classmethod
+    def of(cls, inp: InductionInput) -> _User:
+        names = {"the user", "用户", *(normalize(n) for n in inp.profile.get("name", []))}
+        others = {normalize(v.split(":", 1)[1]).strip() for v in inp.profile.get("relationships", []) if ":" in v}
+        for rec in inp.records:
+            for m in list(_RELATION_EN.finditer(rec.content)) + list(_RELATION_ZH.finditer(rec.content)):
+                others.add(normalize(m.group("n")))
+        return cls(names, others)
+
+    def is_named(self, subject: str) -> bool:
+        """`subject` (normalised) is the user: "the user", their name, or a bare name no relation has."""
+        if subject in self.names:
+            return True
+        return bool(subject) and subject not in self.others and not re.search(r"'s\b|’s\b|的", subject)
+
+    def is_subject(self, content: str) -> bool:
+        """The record's sentence is about the user, not about someone the user knows."""
+        head = re.split(r"\s+(?:is|are|was|were|works?|lives?|loves?|likes?|hates?|prefers?|enjoys?|has|had)\b"
+                        r"|(?:是|住|喜欢|讨厌|爱|在)", content, maxsplit=1)[0]
+        return self.is_named(normalize(head).strip(" ."))
+
+    def owns(self, before: str) -> bool:
+        """The possessor right before a relation ("Caroline's", "my") is the user."""
+        tail = normalize(before).strip()
+        if not tail:
+            return True
+        return self.is_named(tail) or tail.endswith(tuple(self.names))
 
 
 def _first_person_again(content: str) -> str:

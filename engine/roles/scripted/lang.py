@@ -19,6 +19,8 @@ from engine.core.text import (
     segmenter,
     tokenize,
 )
+from engine.roles.rules.lexicon import NOT_PLACES, QUESTION_WORDS  # noqa: F401 - re-exported for the stand-ins
+from engine.roles.scripted.names import ZH_OCCUPATION, chinese_self_name
 
 __all__ = [
     "ANONYMOUS",
@@ -36,6 +38,7 @@ __all__ = [
     "is_question",
     "is_chitchat",
     "resolve_speaker",
+    "third_person",
     "is_anonymous",
     "introduced_name",
     "occupation_of",
@@ -81,10 +84,6 @@ THEMES: dict[str, tuple[str, ...]] = {
     "identity": ("name", "名字", "叫"),
 }  # fmt: skip
 
-_ZH_OCCUPATION = re.compile(
-    r"(?:工程师|分析师|设计师|会计师|律师|医生|护士|老师|教师|教授|学生|经理|程序员|厨师|司机|记者|编辑|销售|顾问|研究员|"
-    r"建筑师|摄影师|作家|画家|演员|公务员|店主|主管|总监|产品经理)$"
-)
 FAMILY = (
     "wife", "husband", "son", "daughter", "kids", "children", "mother", "father", "mom", "dad", "sister", "brother",
     "friend", "boyfriend", "girlfriend", "partner", "dog", "cat", "grandma", "grandpa", "puppy", "kitten",
@@ -103,12 +102,6 @@ _QUESTION_START = re.compile(
     r"have|has|shall|may)\b",
     re.I,
 )
-QUESTION_WORDS = frozenset(
-    """what when where why how who whom which whose do does did is are was were can could would will should shall
-    may tell remember know 什么 什么时候 哪里 哪儿 哪 为什么 为何 怎么 怎样 谁 几 多少 吗 呢 哪天 几号 哪个 是否 请问
-    记得 知道 告诉""".split()
-)
-
 PREFERENCE = re.compile(
     r"\b(?:(?:I|we|really|also|still|do|don't|would|'d|they|you)\s+like|likes|love|loves|loved|enjoy|enjoys|prefer|prefers|preferred|hate|hates|dislike|dislikes|"
     r"can'?t stand|favou?rite|fond of|into)\b|喜欢|讨厌|最爱|爱吃|爱喝|偏好|更喜欢|不喜欢|受不了",
@@ -126,11 +119,10 @@ CHANGE = re.compile(
     re.I,
 )
 _NAME_EN = re.compile(
-    r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+(?P<n>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})"
+    r"\b(?i:my name is|my name's|call me|i am called|i'm called)\s+(?P<n>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})"
     r"|\b(?:I'm|I am|this is)\s+(?P<m>[A-Z][a-z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})(?=\s*(?:[,.!;]|$|and\b|from\b|here\b))"
 )
 _NOT_NAMES = frozenset("sorry fine good ok okay happy sure glad tired here back new english chinese".split())
-_NAME_ZH = re.compile(r"我(?:叫|的名字是|的名字叫|名叫)(?P<n>[\u4e00-\u9fff]{2,4}?)(?=[，。,.!！；;\s]|$|我|今年|是)")
 _OCC_EN = re.compile(
     r"\b(?:I work as|I'm working as|I am working as|I am|I'm)\s+(?:an?\s+)(?P<o>(?:[\w-]+\s+){0,3}?(?:%s)s?)\b"
     % "|".join(OCCUPATIONS),
@@ -141,10 +133,6 @@ _OCC_ZH = re.compile(r"我是(?:一名|一个|一位|个|名)?(?P<o>[\u4e00-\u9f
 
 _LOCATION_EN = re.compile(
     r"\b(?:in|at|to|from|near|around|into|visited|visiting|visit)\s+(?:the\s+)?(?P<p>[A-Z][\w'’-]*(?:\s+(?:[A-Z][\w'’-]*|of|de))*(?:\s+[A-Z][\w'’-]*)?)"
-)
-NOT_PLACES = frozenset(
-    """January February March April May June July August September October November December Monday Tuesday Wednesday
-    Thursday Friday Saturday Sunday I The A An My We You He She They It This That""".split()
 )
 _REASON_EN = re.compile(r"\b(?:because(?: of)?|since|as|due to|thanks to)\s+(?P<r>[^.;!?]+)", re.I)
 _REASON_ZH = re.compile(r"(?:因为|由于)(?P<r>[^，。！？；,.;!?]+)")
@@ -169,7 +157,27 @@ def is_question(text: str) -> bool:
         return True
     if is_zh(stripped):
         return bool(re.search(r"(?:吗|呢)[。.!！]?$", stripped))
-    return bool(_QUESTION_START.match(stripped)) and not re.match(r"^\s*(?:I|my)\b", stripped, re.I)
+    if not _QUESTION_START.match(stripped) or re.match(r"^\s*(?:I|my)\b", stripped, re.I):
+        return False
+    return not _month_or_name_first(stripped)
+
+
+#: question words that are also a month or a name ("May delivery goes to the office", "Will is my brother")
+_MODAL_OR_NOUN = re.compile(r"^\s*(?P<w>May|Will)\s+(?P<next>\S+)")
+_SUBJECTS = frozenset(
+    """i we you he she they it one this that these those the a an my your our his her their someone somebody anyone
+    everyone there not""".split()
+)
+
+
+def _month_or_name_first(text: str) -> bool:
+    """A capitalised May / Will opening a sentence is a month or a name unless a subject follows:
+    "May I ask" and "Will you come" are questions, "May delivery goes..." and "May 5 is..." are not."""
+    m = _MODAL_OR_NOUN.match(text)
+    if not m:
+        return False
+    following = m.group("next").strip(",.;:!").lower()
+    return following not in _SUBJECTS and not (m.group("next")[:1].isupper() and m.group("w") == "Will")
 
 
 def is_chitchat(text: str) -> bool:
@@ -194,11 +202,25 @@ _BASE_VERBS = frozenset(
 )
 
 
-def _third_person(verb: str) -> str:
+#: words after "I" that stay as they are: modals, past forms (regular ones end in -ed), words
+#: whose present and past are the same ("I put it there yesterday"), and words that are no verb
+_UNCHANGED = frozenset(
+    """can could will would shall should must might may did was were had went got bought made took came saw met said
+    told gave found left felt kept thought brought began ran wrote ate drank spent lost paid sent built sold taught
+    caught fell won knew grew drew flew threw wore chose spoke broke woke drove rode rose sang swam sat stood
+    understood held heard meant slept fed led became forgot hid shook stole struck sought fought bit lit dealt
+    put read cut let set hit hurt cost quit shut spread split bet cast and or but too so then not alone myself
+    personally only even either neither both""".split()
+)
+
+
+def third_person(verb: str) -> str:
+    """The third person singular of an English base verb ("have" → "has", "live" → "lives", "shop" →
+    "shops"); past forms, modals and non-verbs are returned unchanged."""
     low = verb.lower()
     if low in _VERB_S:
         return _VERB_S[low]
-    if low in _BASE_VERBS:
+    if low in _BASE_VERBS or (low.isalpha() and low not in _UNCHANGED and not low.endswith(("ed", "ly"))):
         if low.endswith(("s", "sh", "ch", "x", "z", "o")):
             return verb + "es"
         if low.endswith("y") and low[-2:-1] not in "aeiou":
@@ -212,15 +234,22 @@ def resolve_speaker(text: str, speaker: str) -> str:
     possessive = f"{speaker}'s"
     out = re.sub(r"\bI'm\b", f"{speaker} is", text)
     out = re.sub(r"\bI am\b", f"{speaker} is", out)
+    out = re.sub(r"\bI don'?t\b", f"{speaker} doesn't", out)
+    out = re.sub(r"\bI do not\b", f"{speaker} does not", out)
+    out = re.sub(r"\bI haven'?t\b", f"{speaker} hasn't", out)
+    out = re.sub(r"\bI have not\b", f"{speaker} has not", out)
     out = re.sub(r"\bI've\b", f"{speaker} has", out)
     out = re.sub(r"\bI'd\b", f"{speaker} would", out)
     out = re.sub(r"\bI'll\b", f"{speaker} will", out)
-    out = re.sub(r"\bI\s+([a-z]+)\b", lambda m: f"{speaker} {_third_person(m.group(1))}", out)
+    out = re.sub(r"\bI\s+((?:(?:no longer|also|still|just|really|now|always|never|usually|often|sometimes|already|"
+                 r"recently|actually|finally|only|mostly|rarely|even|\w+ly)\s+)*)([a-z]+)\b",
+                 lambda m: f"{speaker} {m.group(1)}{third_person(m.group(2))}", out)
     out = re.sub(r"\bI\b", speaker, out)
     out = re.sub(r"\b[Mm]y\b", possessive, out)
     out = re.sub(r"\bmine\b", possessive, out)
     out = re.sub(r"\bmyself\b", speaker, out)
     out = re.sub(r"\bme\b", speaker, out)
+    out = re.sub(rf"我(?=(?:{ZH_FAMILY}))", f"{speaker}的", out)  # 我妹妹 → 王芳的妹妹
     out = re.sub(r"我(?!们)", speaker, out)
     if speaker == ANONYMOUS:  # lower-case "the user" unless it opens the sentence
         out = re.sub(r"(?<!^)(?<![.!?]\s)\bThe user\b", "the user", out)
@@ -233,14 +262,12 @@ def is_anonymous(speaker: str | None) -> bool:
 
 
 def introduced_name(text: str) -> str | None:
-    """The name a speaker introduces themselves by ("my name is Li", "I'm Carol,", 我叫王芳)."""
+    """The name a speaker introduces themselves by ("my name is Li", "I'm Carol,", 我叫王芳, 我是李明轩)."""
     if m := _NAME_EN.search(text):
         name = (m.group("n") or m.group("m") or "").strip()
         if name and normalize(name.split()[0]) not in _NOT_NAMES:
             return name
-    if m := _NAME_ZH.search(text):
-        return m.group("n")
-    return None
+    return chinese_self_name(text)
 
 
 # ---------------------------------------------------------------- dimensions
@@ -317,12 +344,12 @@ def occupation_of(clause: str) -> str | None:
         return m.group("o").strip()
     if m := _OCC_EN.search(clause):
         return m.group("o").strip()
-    if (m := _OCC_ZH.search(clause)) and _ZH_OCCUPATION.search(m.group("o")):
+    if (m := _OCC_ZH.search(clause)) and ZH_OCCUPATION.search(m.group("o")):
         return m.group("o")
     return None
 
 
-_WEAK_KEYWORDS = frozenset("because as said called ends but also since 但是 而且 为了 对 了 去 说 年 月 日 号".split())
+_WEAK_KEYWORDS = frozenset("because as said called ends but also since 但是 而且 为了 对 了 去 说 年 月 日 号 把 帮 请求 先".split())
 
 
 def record_keywords(content: str, time_label: str | None, *, extra: Sequence[str]) -> list[str]:
