@@ -149,7 +149,8 @@ def _named(key: str, before: str, sub: str | None, raw: str, value: str) -> Stat
 
 def _subject(before: str) -> str:
     """The subject phrase before an attribute: normalised, trailing adverbs and possessive dropped."""
-    text = _QUALIFIERS.sub("", _LEADING_ADVERBIALS.sub("", before.strip(" ,，")))
+    clause = re.split(r"[:;：；,，]\s*", before.strip(" ,，"))[-1]  # "New idea: the detective is now called …"
+    text = _QUALIFIERS.sub("", _LEADING_ADVERBIALS.sub("", clause))
     text = _SUBJECT_ADVERBS.sub("", text.strip())
     text = re.sub(r"(?:'s|’s|的)$", "", text.strip())
     return re.sub(r"\s+", " ", normalize(text)).strip()

@@ -132,6 +132,8 @@ _OCC_EN_AS = re.compile(r"\bI (?:work|worked) as\s+(?:an?\s+)?(?P<o>[\w\s-]+?)(?
 _OCC_ZH = re.compile(r"我是(?:一名|一个|一位|个|名)?(?P<o>[\u4e00-\u9fff]{1,8}?)(?=[，。,.!！；;\s]|$)")
 
 _LOCATION_EN = re.compile(
+    r"(?<!\blooking )(?<!\blook )(?<!\blooked )(?<!\bgood )(?<!\bgreat )(?<!\bbad )(?<!\btalk )(?<!\btalking )"
+    r"(?<!\blistening )(?<!\blisten )(?<!\bswitched )(?<!\bswitch )(?<!\bupgrade )(?<!\bupgraded )"
     r"\b(?:in|at|to|from|near|around|into|visited|visiting|visit)\s+(?:the\s+)?(?P<p>[A-Z][\w'’-]*(?:\s+(?:[A-Z][\w'’-]*|of|de))*(?:\s+[A-Z][\w'’-]*)?)"
 )
 _REASON_EN = re.compile(r"\b(?:because(?: of)?|since|as|due to|thanks to)\s+(?P<r>[^.;!?]+)", re.I)
@@ -287,9 +289,18 @@ def theme_of(text: str, fallback: Sequence[str]) -> str:
     return fallback[0] if fallback else "chat"
 
 
+_STREET_ADDRESS = re.compile(
+    r"\b(?P<a>\d{1,5}[A-Za-z]?\s+(?:[A-Z][\w'’-]*\s+){0,3}(?:Lane|Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Way|"
+    r"Drive|Dr|Court|Ct|Place|Pl|Square|Sq|Terrace|Close|Crescent|Hill|Row)\b\.?(?:,\s*[A-Z][\w'’-]+)?)"
+    r"|\b(?P<b>(?:\d{1,5}\s+)?(?:Rua|Avenida|Calle|Via|Rue|Straße|Strasse)\s+(?:[A-Za-z][\w'’-]*\s*){1,4}\d{0,5}(?:,\s*[A-Z][\w'’-]+)?)")
+
+
 def location_of(text: str, exclude: Sequence[str]) -> str | None:
-    """A place the text names (a capitalised place after in/at/to..., or jieba's place names), not one of `exclude`."""
+    """A place the text names (a street address, a capitalised place after in/at/to..., or jieba's
+    place names), not one of `exclude`."""
     excluded = {normalize(e) for e in exclude}
+    if m := _STREET_ADDRESS.search(text):  # "ship it to 12 Larch Lane, Bristol": the address is the place
+        return (m.group("a") or m.group("b")).strip(" ,.")
     for m in _LOCATION_EN.finditer(text):
         words = m.group("p").split()
         while words and words[0] in NOT_PLACES:
