@@ -264,7 +264,8 @@ def test_bad_weights_from_the_llm_tuner_are_repaired_once_in_the_engine_event_lo
         s = settings(server)
         models.tuner = LLMTuner(make_chat_model(s), settings=s)
         clock = VirtualClock(T0)
-        cfg = MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01, trigger_threshold=2)
+        cfg = MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01, trigger_threshold=2,
+                                       tune_weights=True)
         engine = MemoryEngine(cfg, clock=clock, models=models)
         for line in ["Hi, I'm Li Mingxuan, I work as a data analyst.", "My order number is 88231.",
                      "I prefer email over phone calls.", "My dog is called Rex."]:

@@ -209,7 +209,7 @@ def test_bad_tuned_weights_are_repaired_and_logged():
     models.tuner = BadTuner()
     clock = VirtualClock(T0)
     engine = MemoryEngine(MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01,
-                                                   trigger_threshold=2), clock=clock, models=models)
+                                                   trigger_threshold=2, tune_weights=True), clock=clock, models=models)
     chat(engine, clock, FACTS, step=60)
     tunes = [e for e in kinds(engine, "tune") if not e.payload.get("cached")]
     assert tunes

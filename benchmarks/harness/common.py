@@ -24,9 +24,10 @@ FACTS = (
 
 
 def fast_config() -> MemoryConfig:
-    """A config whose gate opens every turn: the harshest load on extraction and cursors."""
+    """A config whose gate opens every turn and every role runs (tuning included): the harshest load
+    on extraction, cursors and the roles."""
     return MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01, trigger="messages",
-                                    trigger_threshold=2)
+                                    trigger_threshold=2, tune_weights=True)
 
 
 def user_marker(user_id: str) -> str:

@@ -196,7 +196,7 @@ class MemoryConfig:
     idle_event: bool = True  # an idle gap past the slice gate opens the gate without the trigger
     # -- weights (defaults; tuned per theme when tune_weights) --
     weights: Weights = field(default_factory=Weights)
-    tune_weights: bool = True
+    tune_weights: bool = False  # per-theme weights by the tuner role: measured to change no bundled outcome, so off
     # -- selection --
     top_k: int = 4
     always_inject_types: tuple[str, ...] = ("identity", "preference")

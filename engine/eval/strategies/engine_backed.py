@@ -34,7 +34,7 @@ DESIGNS: dict[str, tuple[str, Mapping[str, Any]]] = {
     "bmdm": ("first seed: on-event retrieval, dense only, set-relative cosine, forgetting curve, every "
              "injection reinforces",
              {**_SEED_OFF, "retrieval_policy": "on_event", "path_weights": {"bm25": 0.0, "dense": 1.0, "dim": 0.0},
-              "paths": ("dense",), "fusion": "seed", "reinforce_on": "injection"}),
+              "paths": ("dense",), "fusion": "seed", "reinforce_on": "injection", "tune_weights": True}),
     "dimmem": ("second seed: records + tri-path retrieval, S = R, no floor, no decay",
                {**_SEED_OFF, "weights": {"alpha": 1.0, "beta": 0.0, "gamma": 0.0}, "tune_weights": False,
                 "always_inject_types": ()}),
