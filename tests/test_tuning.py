@@ -66,8 +66,9 @@ def test_invalid_points_are_skipped_with_the_reason_and_an_all_invalid_grid_fail
     res = sweep([sc], parse_grid("top_k=0,3"), references=False)
     assert [p.label for p in res.points] == ["top_k=3"]
     assert res.skipped and res.skipped[0][0] == {"top_k": 0} and "top_k" in res.skipped[0][1]
+    # a partly named weight group is completed on the simplex; one that cannot sum to 1 is invalid
     with pytest.raises(ConfigError, match="no grid point makes a valid config.*alpha\\+beta\\+gamma"):
-        sweep([sc], parse_grid("weights.alpha=0.9"))
+        sweep([sc], parse_grid("weights.alpha=0.9;weights.beta=0.5"))
     with pytest.raises(ConfigError, match="objective"):
         sweep([sc], parse_grid("top_k=3"), objective="cheapest")
 
@@ -156,3 +157,68 @@ def test_cli_tune_reports_a_bad_grid_as_a_usage_error(capsys):
     err = capsys.readouterr().err
     assert "'tua' is not a MemoryConfig field" in err
     assert main(["tune", "--scenarios", "nowhere/*.yaml"]) == 2
+
+
+# -- weights on the simplex, stale values, validation, Optuna ------------------------------------
+
+def test_weights_sweep_on_the_simplex():
+    from engine.core.config import Weights
+    from engine.eval.tuning import complete_simplexes, simplex_lattice
+
+    lattice = simplex_lattice(0.25)
+    assert len(lattice) == 15 and all(abs(sum(w.values()) - 1) < 1e-9 for w in lattice)
+    points = grid_points(parse_grid("weights=simplex:0.5;top_k=2"))
+    assert len(points) == 6 and all(set(p) == {"weights.alpha", "weights.beta", "weights.gamma", "top_k"} for p in points)
+    base = Weights(alpha=0.33, beta=0.33, gamma=0.34)
+    assert complete_simplexes({"weights": {"alpha": 0.4, "beta": 0.5}}, base)["weights"]["gamma"] == pytest.approx(0.1)
+    shared = complete_simplexes({"weights": {"alpha": 0.6}}, base)["weights"]
+    assert shared["beta"] + shared["gamma"] == pytest.approx(0.4) and shared["beta"] < shared["gamma"]
+    with pytest.raises(ConfigError, match="step must divide 1"):
+        simplex_lattice(0.3)
+    for values in points:
+        assert chosen_config(SweepPoint(label="", values=values)).weights.alpha == values["weights.alpha"]
+
+
+def _stale(label, recall, stale, payload=100, reference=False):
+    p = _pt(label, recall, payload, 10, reference=reference)
+    p.rejected_served = stale
+    return p
+
+
+def test_a_point_serving_more_stale_values_than_the_base_is_never_chosen():
+    pts = [_stale("greedy", 0.95, 3), _stale("safe", 0.80, 0), _stale("base (x)", 0.75, 1, reference=True)]
+    mark_frontier(pts)
+    assert {p.label for p in pts if p.frontier} == {"greedy", "safe"}
+    assert choose(pts).label == "safe"
+    worse = [_stale("a", 0.9, 2), _stale("base (x)", 0.7, 0, reference=True)]
+    assert choose(worse).label == "base (x)"  # nothing beats the base safely
+    assert all(choose(pts).frontier for _ in range(1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.tuples(hs.integers(0, 4), hs.integers(0, 3), hs.integers(0, 5)), min_size=1, max_size=10),
+       hs.integers(0, 3))
+def test_the_choice_is_on_the_frontier_and_no_staler_than_the_base(triples, base_stale):
+    pts = [_stale(str(i), r / 4, st, pay) for i, (r, st, pay) in enumerate(triples)]
+    pts.append(_stale("base (b)", 0.5, base_stale, 50, reference=True))
+    mark_frontier(pts)
+    best = choose(pts)
+    assert best.rejected_served <= base_stale
+    assert best.frontier or not any(p.frontier and not p.reference and p.rejected_served <= base_stale for p in pts)
+
+
+def test_a_split_sweep_reports_validation_and_optuna_searches(tmp_path):
+    from engine.eval.tuning import search, split_scenarios
+
+    scs = [load_scenario(SCENARIOS / f"{n}.yaml") for n in ("cross-session", "idle-gap-decay", "knowledge-update")]
+    split = split_scenarios(scs, validation_share=0.34)
+    assert len(split.validation) == 1 and len(split.training) == 2
+    assert split_scenarios(scs, validation_share=0.34).validation == split.validation  # deterministic
+    res = sweep(scs, parse_grid("top_k=2,4"), validation_share=0.34)
+    assert res.validation == [s.name for s in split.validation]
+    assert all(p.validation is not None and p.validation.expected > 0 for p in res.points)
+    found = search(scs, trials=3, seed=1, validation_share=0.34)
+    assert found.search.startswith("optuna") and sum(not p.reference for p in found.points) == 3
+    assert found.chosen is not None and found.chosen.rejected_served <= found.base.rejected_served
+    again = search(scs, trials=3, seed=1, validation_share=0.34)
+    assert [p.values for p in again.points] == [p.values for p in found.points]  # seeded: repeatable
