@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     add_store_args(p)
 
-    p = sub.add_parser("bench", help="benchmarks: perf, locomo")
-    p.add_argument("which", choices=("perf", "locomo"))
+    p = sub.add_parser("bench", help="benchmarks: perf, locomo, knobs")
+    p.add_argument("which", choices=("perf", "locomo", "knobs"))
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("tune", help="sweep parameters over scenarios and save a preset")
@@ -101,6 +101,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from engine.eval.perf import perf_main
 
             return perf_main(args.rest)
+        if args.which == "knobs":
+            from engine.eval.knobs import knobs_main
+
+            return knobs_main(args.rest)
         from engine.eval.locomo import locomo_main
 
         return locomo_main(args.rest)

@@ -5,7 +5,8 @@ when their values agree and supersede when the value changed, whatever type each
 move typed `fact` supersedes a residence typed `profile`); the same attribute of two different
 subjects (Ana's city, the user's city) keeps both. Otherwise episodes merge only when they are the
 same event (same time, overlapping content); a changed number, an explicit change ("no longer",
-"now prefers") or a reversed preference supersedes; near-identical statements merge.
+"now prefers") or a reversed preference supersedes; near-identical statements merge, unless one
+swaps what the other is about ("set in the lighthouse" / "set in an observatory": both are kept).
 """
 
 from __future__ import annotations
@@ -16,6 +17,19 @@ from engine.roles.scripted.lang import CHANGE, NEGATIVE_PREFERENCE
 from engine.roles.types import ConsolidationDecision, ConsolidationInput
 
 __all__ = ["ScriptedConsolidator"]
+
+
+def _stems(tokens: list[str]) -> set[str]:
+    return {t[:-1] if len(t) > 3 and t.endswith("s") else t for t in tokens}
+
+
+def substituted(new_tokens: list[str], old_tokens: list[str]) -> bool:
+    """One thing put in another's place in the same frame ("the chapter is set in the lighthouse" /
+    "… in an observatory"): each side keeps one or two words the other lacks. A restatement
+    refines or rephrases; it does not swap what it is about."""
+    a, b = _stems(new_tokens), _stems(old_tokens)
+    only_new, only_old = a - b, b - a
+    return bool(only_new) and bool(only_old) and len(only_new) <= 2 and len(only_old) <= 2
 
 
 def _richer(a: str, b: str) -> str:
@@ -50,8 +64,9 @@ class ScriptedConsolidator:
                 action="KEEP_BOTH", reason=f"{new_attr.name} of different subjects ({old_attr.subject!r}, {new_attr.subject!r})"
             )
 
+        swapped = substituted(new_tokens, old_tokens)
         if kind == "episodic":
-            if new.time and new.time == old.time and overlap >= 0.5:
+            if new.time and new.time == old.time and overlap >= 0.5 and not swapped:
                 return ConsolidationDecision(action="MERGE", merged_content=merged, reason=f"same event on {new.time}")
             return ConsolidationDecision(action="KEEP_BOTH", reason="different events (time or content differ)")
         digits_new = {t for t in new_tokens if any(c.isdigit() for c in t)}
@@ -67,13 +82,15 @@ class ScriptedConsolidator:
                 return ConsolidationDecision(action="SUPERSEDE", reason="explicit change of preference")
             if polarity_flip and words_overlap >= 0.4:
                 return ConsolidationDecision(action="SUPERSEDE", reason="preference reversed")
-            if overlap >= 0.6:
+            if overlap >= 0.6 and not swapped:
                 return ConsolidationDecision(action="MERGE", merged_content=merged, reason="same preference")
             return ConsolidationDecision(action="KEEP_BOTH", reason="different preferences")
 
         if CHANGE.search(new.content) and overlap >= 0.3:
             return ConsolidationDecision(action="SUPERSEDE", reason="explicit change of a fact")
-        if overlap >= 0.7:
+        if overlap >= 0.7 and not swapped:
             return ConsolidationDecision(action="MERGE", merged_content=merged, reason="same fact")
+        if swapped:
+            return ConsolidationDecision(action="KEEP_BOTH", reason="the same statement about something else")
         return ConsolidationDecision(action="KEEP_BOTH", reason="different facts")
 
