@@ -58,14 +58,14 @@ class Harness:
         self.engine = engine or MemoryEngine(MemoryConfig.from_preset("customer service"), clock=self.clock)
         self.model = model or RecordingChatModel()
         self.prompts: list[Any] = []
-        prepare = self.engine.remember_and_recall
+        prepare = self.engine.prepare_call
 
-        def spy(user_id, session_id):
+        def spy(user_id, session_id):  # one prompt per model call (fresh or reused within a user turn)
             prepared = prepare(user_id, session_id)
             self.prompts.append(prepared.prompt)
             return prepared
 
-        self.engine.remember_and_recall = spy
+        self.engine.prepare_call = spy
         self.middleware = MemoryMiddleware(self.engine, profile_store=profile_store)
         self.agent = create_agent(self.model, tools=[order_status], middleware=[self.middleware],
                                   checkpointer=InMemorySaver())
@@ -418,3 +418,45 @@ def test_example_runs_offline(capsys, monkeypatch):
     wednesday = out.split("## session 'wednesday'")[1]
     assert "assistant: From what I have:" in wednesday and "peanuts" in wednesday.split("What work")[0]
     assert "order_status returned: order 4471" in out
+
+
+class ThreeToolCalls(RecordingChatModel):
+    """Calls order_status three times in one user turn, then answers from what it was shown."""
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        tools_done = sum(1 for m in messages[next(i for i in range(len(messages) - 1, -1, -1)
+                                                   if isinstance(messages[i], HumanMessage)):]
+                         if isinstance(m, ToolMessage))
+        if tools_done < 3 and "order" in str(messages[-1].content if not isinstance(messages[-1], ToolMessage) else
+                                             "order"):
+            self.inputs.append(list(messages))
+            call = {"name": "order_status", "args": {"order_id": f"10{tools_done}"}, "id": f"call_{tools_done}",
+                    "type": "tool_call"}
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="", tool_calls=[call]))])
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_one_user_turn_prepares_memory_once_whatever_the_tool_loop(mode):
+    h = Harness(ThreeToolCalls())
+    run = h.say if mode == "sync" else (lambda *a, **kw: asyncio.run(h.asay(*a, **kw)))
+    run("Hi, I'm Alice. I'm allergic to peanuts and I track orders a lot.", "A")
+    run("Remember that order 77 is a gift.", "A", advance="1h")
+    before = {r.id: r.strengthen_count for r in h.engine.records("alice")}
+    turns_before = len(h.engine.store.events(user_id="alice", kind="gate"))
+    out = run("What about my order, and what am I allergic to?", "A", advance="1d")
+    assert [m.type for m in out["messages"][-8:]].count("tool") == 3  # three tool calls in this user turn
+    gates = h.engine.store.events(user_id="alice", kind="gate")
+    retrieves = h.engine.store.events(user_id="alice", kind="retrieve")
+    reuses = h.engine.store.events(user_id="alice", kind="reuse")
+    assert len(gates) - turns_before == 1 and retrieves[-1].turn == gates[-1].turn  # one preparation
+    assert len([e for e in retrieves if e.turn == gates[-1].turn]) == 1
+    assert len([e for e in reuses if e.turn == gates[-1].turn]) == 3  # the three later calls reused it
+    after = {r.id: r.strengthen_count for r in h.engine.records("alice")}
+    assert all(after[i] - before.get(i, 0) <= 1 for i in after)  # at most one reinforcement per record
+    last_call = h.model.inputs[-1]
+    asked = max(i for i, m in enumerate(last_call) if isinstance(m, HumanMessage))
+    assert sum(isinstance(m, ToolMessage) for m in last_call[asked:]) == 3  # the reused prompt shows the tool results
+    assert last_call[0].content.startswith(h.prompts[-1].system[:40])

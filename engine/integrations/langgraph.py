@@ -2,7 +2,8 @@
 
 It only translates between agent state and engine calls: new messages of the state are observed
 (stamped by the engine's clock and archived), and each model call gets the prompt the engine
-builds (`engine.remember_and_recall`: gate → event → retrieve → inject → reinforce). Everything that matters
+builds (`engine.prepare_call`: gate → event → retrieve → inject, once per user message; later calls
+of the same turn reuse it with the tool messages in the window; the reply's use reinforces). Everything that matters
 across turns lives in the engine's store, keyed by user and by session (= the LangGraph thread
 id): the extraction cursor, the retrieval query (the session's last user message), the records
 and the profile. The only thing kept in graph state is `memlab_seen`, how many state messages
@@ -202,15 +203,17 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
                                               "source": "middleware"}))
         record_failed_call(eng.ledger, "chat", exc, latency_ms, model=eng.models.mode, input_tokens=tokens)
 
-    def _record(self, response: Any, latency_ms: float, prompt: BuiltPrompt) -> None:
+    def _record(self, response: Any, latency_ms: float, prompt: BuiltPrompt) -> str:
+        """Record the call in the engine's ledger; returns the reply's text ("" for none)."""
         result = getattr(response, "model_response", response)  # ExtendedModelResponse wraps one
         msgs = getattr(result, "result", None) or ([result] if isinstance(result, AIMessage) else [])
         ai = next((m for m in msgs if isinstance(m, AIMessage)), None)
         if ai is None:
-            return
+            return ""
         models = self.engine.models
         record_chat_call(self.engine.ledger, "chat", ai, latency_ms, getattr(models, "settings", None),
                          mode=models.mode, fallback_input_tokens=prompt.total_tokens, counter=self.engine.counter)
+        return content_text(ai.content)
 
     def _mirror(self, user: str, runtime: Any) -> tuple[Any, tuple[str, ...], dict[str, Any]] | None:
         target = self.profile_store
@@ -229,7 +232,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         user, session = self._user_id(request.state, request.runtime), self._session_id()
-        prompt = self.engine.remember_and_recall(user, session).prompt
+        prepared = self.engine.prepare_call(user, session)  # once per user message, reused in tool loops
+        prompt = prepared.prompt
         if mirror := self._mirror(user, request.runtime):
             mirror[0].put(mirror[1], "profile", mirror[2])
         t0 = _time.perf_counter()
@@ -238,7 +242,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
         except Exception as exc:
             self._log_error(user, session, exc, (_time.perf_counter() - t0) * 1000, prompt.total_tokens)
             raise
-        self._record(response, (_time.perf_counter() - t0) * 1000, prompt)
+        if reply := self._record(response, (_time.perf_counter() - t0) * 1000, prompt):
+            self.engine.reinforce_used(prepared, reply)
         return response
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -258,7 +263,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         user, session = self._user_id(request.state, request.runtime), self._session_id()
-        prompt = (await asyncio.to_thread(self.engine.remember_and_recall, user, session)).prompt
+        prepared = await asyncio.to_thread(self.engine.prepare_call, user, session)
+        prompt = prepared.prompt
         if mirror := await asyncio.to_thread(self._mirror, user, request.runtime):
             await mirror[0].aput(mirror[1], "profile", mirror[2])
         t0 = _time.perf_counter()
@@ -267,7 +273,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
         except Exception as exc:
             self._log_error(user, session, exc, (_time.perf_counter() - t0) * 1000, prompt.total_tokens)
             raise
-        self._record(response, (_time.perf_counter() - t0) * 1000, prompt)
+        if reply := self._record(response, (_time.perf_counter() - t0) * 1000, prompt):
+            await asyncio.to_thread(self.engine.reinforce_used, prepared, reply)
         return response
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import threading
 import time as _time
+from collections import OrderedDict
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -83,6 +85,8 @@ __all__ = [
 ]
 
 DEFAULT_START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+#: Sessions whose prepared turn an engine keeps for the agent loop's later model calls.
+MAX_PREPARED = 1024
 T = TypeVar("T")
 
 
@@ -129,6 +133,7 @@ class MemoryEngine:
         self.last_retrieval: Retrieval | None = None
         self._lock = threading.RLock()
         self._last_now: datetime | None = None
+        self._prepared: OrderedDict[tuple[str, str], PreparedTurn] = OrderedDict()
 
     # ------------------------------------------------------------------ the turn
     def turn(self, user_id: str, session_id: str, text: str, *, name: str | None = None) -> TurnResult:
@@ -175,6 +180,27 @@ class MemoryEngine:
                     if used_in_reply(r, reply, question=asked)]
             return reinforce(self, prepared.user_id, prepared.session_id, used, cause="used in reply",
                              event_no=prepared.event_no)
+
+    def prepare_call(self, user_id: str, session_id: str) -> PreparedTurn:
+        """For an agent's model call: the first call after a new user message runs the memory steps
+        (`remember_and_recall`); later calls of the same user turn (tool calls, retries) reuse them,
+        with the window as it is now. One user message, one gate, event, retrieval, reinforcement."""
+        with self._lock:
+            key = (user_id, session_id)
+            last = last_user_message(self.store, user_id, session_id)
+            cached = self._prepared.get(key)
+            if cached is not None and last is not None and cached.user_message_id == last.id:
+                prompt = self.rebuild_prompt(cached)
+                self.log(user_id, session_id, "reuse", {"user_message_id": last.id, "record_ids": list(prompt.record_ids),
+                                                        "window_messages": len(prompt.messages) - 1},
+                         event_no=cached.event_no)
+                return replace(cached, prompt=prompt)
+            prepared = self.remember_and_recall(user_id, session_id)
+            self._prepared[key] = prepared
+            self._prepared.move_to_end(key)
+            while len(self._prepared) > MAX_PREPARED:
+                self._prepared.popitem(last=False)
+            return prepared
 
     def rebuild_prompt(self, prepared: PreparedTurn) -> BuiltPrompt:
         """The same memory for a later model call of the same user turn, with the window as it is
@@ -308,6 +334,8 @@ class MemoryEngine:
         """Erase every trace of a user (messages, records, vectors, full text, profile, logs)."""
         with self._lock:
             self.events_log.forget_user(user_id)
+            for key in [k for k in self._prepared if k[0] == user_id]:
+                del self._prepared[key]
             self.live_records.forget_user(user_id)
             return self.store.forget_user(user_id)
 
