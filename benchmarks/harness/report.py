@@ -132,10 +132,64 @@ def soak_section(work: Path, full: bool) -> list[Section]:
                     lost=soak.lost)]
 
 
+def _forget_leaves_no_byte(path: Path, user: str, marker: str) -> tuple[int, bool]:
+    """`memlab forget` on a replayed database: (exit code, whether any byte of the marker is left)."""
+    import subprocess
+    import sys
+
+    from benchmarks.harness.common import REPO_ROOT
+
+    code = subprocess.run([sys.executable, "-m", "engine.cli", "forget", "--db", str(path), "--user", user],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120).returncode
+    left = any(marker.encode() in f.read_bytes() for f in (path, Path(f"{path}-wal")) if f.exists())
+    return code, left
+
+
+def migrations_section(work: Path, full: bool) -> list[Section]:
+    from benchmarks.harness.migrations import (
+        run_concurrent_open,
+        run_concurrent_replays,
+        run_migration_kill,
+        run_newer_version_refused,
+        run_upgrade_from_previous,
+    )
+
+    rounds = 20 if full else 3
+    opens = [run_concurrent_open(work / f"open-{n}", processes=n, rounds=rounds) for n in (2, 4, 8)]
+    kill, upgrade, refusal = (run_migration_kill(work / "kill"), run_upgrade_from_previous(work / "upgrade"),
+                              run_newer_version_refused(work / "newer"))
+    replays = []
+    for n in (2, 8):
+        rep = run_concurrent_replays(work / f"replays-{n}", processes=n)
+        code, left = _forget_leaves_no_byte(work / f"replays-{n}" / f"replays-{n}.db", "alice", "Mingxuan")
+        replays.append((rep, code, left))
+    lines = [f"concurrent first open: {o.processes} processes × {o.rounds} rounds, {o.opened}/{o.opens} opened, "
+             f"median {o.open_ms_median:.1f} ms, max {o.open_ms_max:.1f} ms; lost {o.messages_lost}, failures "
+             f"{len(o.failures)}" for o in opens]
+    lines.append(f"kill inside a migration: {kill.killed} kills, old version kept {kill.old_version_kept}, "
+                 f"completed on reopen {kill.completed_on_reopen}; rows lost {kill.rows_lost}")
+    lines.append(f"upgrade from versions {upgrade.from_versions} to {upgrade.to_version}: {upgrade.rows_written} rows, "
+                 f"lost {upgrade.rows_lost}; newer file refused {refusal.refused} ({refusal.message[:80]}…)")
+    lines += [f"{r.processes} concurrent `memlab replay --db NEWFILE`: exit codes {r.exit_codes}, check exit "
+              f"{r.check_exit}; forget exit {code}, forgotten user's facts left in the file: {left}"
+              for r, code, left in replays]
+    problems = [f for o in opens for f in o.failures] + kill.failures + upgrade.failures
+    problems += [f"concurrent replays ({r.processes}): {r.errors or r.exit_codes}" for r, _, _ in replays
+                 if any(r.exit_codes) or r.check_exit]
+    problems += ["forget left the user's facts in the file" for _, _, left in replays if left]
+    if not refusal.refused:
+        problems.append("a newer schema was not refused")
+    lost = sum(o.messages_lost + o.old_rows_lost for o in opens) + kill.rows_lost + upgrade.rows_lost
+    data = {"concurrent_open": [o.to_dict() for o in opens], "kill": kill.to_dict(), "upgrade": upgrade.to_dict(),
+            "refusal": refusal.to_dict(), "replays": [{**r.to_dict(), "forget_exit": c, "facts_left": left}
+                                                       for r, c, left in replays]}
+    return [Section(key="migrations", data=data, lines=lines, problems=problems, lost=lost)]
+
+
 #: The report's sections, in order; each takes (a scratch directory, full?) and returns its sections.
 SECTIONS: tuple[Callable[[Path, bool], list[Section]], ...] = (
-    concurrency_section, cli_replays_section, crash_section, faults_section, hostile_section, clock_section,
-    soak_section,
+    concurrency_section, cli_replays_section, migrations_section, crash_section, faults_section, hostile_section,
+    clock_section, soak_section,
 )
 
 
