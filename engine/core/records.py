@@ -30,6 +30,7 @@ __all__ = [
     "ProfileHistoryEntry",
     "Event",
     "ScoreRow",
+    "record_text",
     "replace",
 ]
 
@@ -473,3 +474,13 @@ class ScoreRow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScoreRow:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+def record_text(record: MemoryRecord) -> str:
+    """The text embedded for a record: content + reason + purpose (as in the dimensional-memory design's dense route)."""
+    parts = [record.content]
+    if record.reason:
+        parts.append(f"because {record.reason}")
+    if record.purpose:
+        parts.append(f"to {record.purpose}")
+    return " ".join(parts)

@@ -32,7 +32,7 @@ from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.forgetting import tag_union
-from engine.core.records import MemoryRecord
+from engine.core.records import MemoryRecord, record_text
 from engine.core.text import content_tokens, normalize
 from engine.core.timequery import time_match
 from engine.roles.types import ParsedQuery
@@ -59,16 +59,6 @@ class PathResults:
         scores: dict[int, float] = getattr(self, path)
         order = sorted(scores, key=lambda i: (-scores[i], i))
         return {rid: r + 1 for r, rid in enumerate(order)}
-
-
-def record_text(record: MemoryRecord) -> str:
-    """The text embedded for a record: content + reason + purpose (as in DimMem's dense route)."""
-    parts = [record.content]
-    if record.reason:
-        parts.append(f"because {record.reason}")
-    if record.purpose:
-        parts.append(f"to {record.purpose}")
-    return " ".join(parts)
 
 
 def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mapping[str, float]) -> float | None:

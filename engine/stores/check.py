@@ -8,7 +8,9 @@ engine relies on. This reads every row and reports each broken invariant as one 
 - records, vectors and full-text rows match one to one (same ids, same user, same validity);
 - no cross-user references (record sources, supersession, scoring rows, profile history);
 - `invalid_at` is set exactly when `superseded_by` is, and the superseding record exists;
-- the summary rows the bounded reads use (session heads, record counts) match the rows.
+- the summary rows the bounded reads use (session heads, record counts) match the rows;
+- every current record's vector and full-text row were computed from its current content
+  (`engine.stores.check_content`: re-embedded with the file's own embedder, body re-derived).
 
 SQLite files are checked row by row in SQL; other back ends through the store protocol (the
 vector and full-text tables are not visible there, so those checks are skipped and said so).
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError, MemlabError
+from engine.stores.check_content import check_content
 from engine.stores.sqlite import SQLiteStore, sqlite_module
 
 __all__ = ["check_main", "check_store", "summary"]
@@ -318,9 +321,13 @@ def check_main(url: str | None) -> int:
     store = open_store(url, dim=dim)
     try:
         problems = check_store(store)
+        drift, notes = check_content(store)
+        problems += drift
         counts = summary(store)
     finally:
         store.close()
+    for note in notes:
+        print(f"memlab check {url}: note — {note}")
     head = (f"{counts['messages']} messages ({counts['covered']} covered by extraction, {counts['pending']} "
             f"pending), {counts['records']} records")
     if not problems:

@@ -1,0 +1,116 @@
+"""`memlab check`, second half: every current record's indexes agree with its content.
+
+The row checks in `engine.stores.check` prove that records, vectors and full-text rows exist one
+to one; they cannot see a vector or a full-text body that belongs to *older* content (a merge that
+rewrote the text but kept the new record's vector did exactly that). This module re-derives both
+from the stored content and compares:
+
+- the dense vector: the record's text (`record_text`) embedded again with the embedder the file
+  was written with (its `embedder_name`), cosine against the stored vector;
+- the full-text body (SQLite): `fts_body(record)` against the FTS5 row's body.
+
+Embedders are deterministic, so a sound record scores cosine 1.0 up to float32 rounding; anything
+below `MIN_COSINE` means the vector was computed from other text. When the file's embedder cannot
+be loaded here (an unknown name, missing weights), the vector half is skipped and said so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from engine.core.errors import MemlabError
+from engine.core.records import MemoryRecord, record_text
+
+__all__ = ["MIN_COSINE", "check_content", "BATCH"]
+
+#: Below this, a stored vector was not computed from the record's current text.
+MIN_COSINE = 0.999
+#: Records embedded per call (bounded memory on large files).
+BATCH = 256
+
+
+def check_content(store: Any, *, embedder: Any | None = None) -> tuple[list[str], list[str]]:
+    """(problems, notes): content drift of each current record's vector and full-text row.
+
+    `embedder` defaults to the one the store was written with; notes say what was skipped.
+    """
+    notes: list[str] = []
+    if embedder is None:
+        embedder, note = _stored_embedder(store)
+        if note:
+            notes.append(note)
+    problems: list[str] = []
+    bodies = _fts_reader(store)
+    if bodies is None:
+        notes.append("full-text bodies are not visible through this back end's protocol; not compared")
+    for user in store.users():
+        for batch in _batches(store.records(user), BATCH):
+            if embedder is not None:
+                problems.extend(_vector_drift(store, embedder, user, batch))
+            if bodies is not None:
+                problems.extend(_body_drift(bodies, user, batch))
+    return problems, notes
+
+
+def _batches(records: list[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:
+    for i in range(0, len(records), size):
+        yield records[i:i + size]
+
+
+def _stored_embedder(store: Any) -> tuple[Any | None, str]:
+    from engine.roles.embeddings import make_embedder
+
+    name = getattr(store, "stored_embedder_name", None) or getattr(store, "embedder_name", None) or "hash"
+    try:
+        return make_embedder(str(name), dim=int(getattr(store, "dim", 384))), ""
+    except (MemlabError, ImportError, OSError) as exc:
+        return None, f"vectors not compared: the file's embedder {name!r} cannot be loaded here ({exc})"
+
+
+def _vector_drift(store: Any, embedder: Any, user: str, batch: list[MemoryRecord]) -> list[str]:
+    stored = store.vectors(user, [r.id for r in batch])
+    fresh = embedder.embed_documents([record_text(r) for r in batch])
+    problems = []
+    for rec, vec in zip(batch, fresh, strict=True):
+        have = stored.get(rec.id)
+        if have is None:
+            continue  # a missing vector row is the row checks' finding
+        a, b = np.asarray(have, dtype=float), np.asarray(vec, dtype=float)
+        denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+        cos = float(a @ b) / denom if denom else 0.0
+        if cos < MIN_COSINE:
+            problems.append(f"record {rec.id} of user {user!r}: its stored vector does not match its content "
+                            f"(cosine {cos:.3f} with the text embedded again); re-embed it")
+    return problems
+
+
+def _fts_reader(store: Any) -> Any | None:
+    """A function ids -> {id: full-text body} for SQLite files, else None."""
+    from engine.stores.sqlite import SQLiteStore
+
+    if not isinstance(store, SQLiteStore):
+        return None
+
+    def read(ids: list[int]) -> dict[int, str]:
+        marks = ",".join("?" * len(ids))
+        with store.connection() as conn:
+            rows = conn.execute(f"SELECT rowid, body FROM records_fts WHERE rowid IN ({marks})", ids).fetchall()
+        return {int(rid): body for rid, body in rows}
+
+    return read
+
+
+def _body_drift(read: Any, user: str, batch: list[MemoryRecord]) -> list[str]:
+    from engine.stores.sqlite.rows import fts_body
+
+    have = read([r.id for r in batch])
+    problems = []
+    for rec in batch:
+        body = have.get(rec.id)
+        if body is not None and body != fts_body(rec):
+            problems.append(f"record {rec.id} of user {user!r}: its full-text row indexes other text than its "
+                            f"content ({body[:60]!r}); re-index it")
+    return problems
