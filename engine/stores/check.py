@@ -1,4 +1,4 @@
-"""`memlab check --db PATH`: verify the DESIGN.md invariants on a stored database.
+"""`memlab check --db PATH`: verify the engine's invariants (ARCHITECTURE.md) on a stored database.
 
 A crash, a bug or a hand edit can leave a database that still opens but breaks a promise the
 engine relies on. This reads every row and reports each broken invariant as one readable line:

@@ -56,7 +56,7 @@ class Turn:
 
     @property
     def item_text(self) -> str:
-        """The indexed form: MiniLM does better on `Speaker said, "text"` (REFERENCE_NOTES §3)."""
+        """The indexed form: MiniLM does better on `Speaker said, "text"` than on the bare text (measured on LoCoMo turns)."""
         return f'{self.speaker} said, "{self.text}"'
 
 
