@@ -199,6 +199,21 @@ class StoreConformance:
         assert [r.id for r in store.records("u", after_id=saved[0].id, limit=2)] == [saved[2].id, saved[3].id]
         assert store.records("u", after_id=saved[-1].id) == []
 
+    def test_records_in_a_time_window(self, store):
+        def dated(user, text, day):
+            start = datetime(2023, 5, day, tzinfo=CST)
+            return replace(rec(user, text), time=TimeSpan(start=start, end=start + timedelta(hours=23),
+                                                          granularity="day", text=f"2023-05-{day:02d}"))
+        saved = store.add_records([dated("u", "early", 1), dated("u", "middle", 10), dated("u", "late", 20),
+                                   rec("u", "no time"), dated("v", "other user's", 10)], self.vecs(5))
+        lo, hi = datetime(2023, 5, 9, tzinfo=CST), datetime(2023, 5, 10, 12, tzinfo=CST)
+        assert [r.content for r in store.records("u", time_between=(lo, hi))] == ["middle"]
+        assert [r.content for r in store.records("u", time_between=(None, hi))] == ["early", "middle"]
+        assert [r.content for r in store.records("u", time_between=(lo, None), newest_first=True, limit=1)] == ["late"]
+        store.supersede("u", saved[1].id, saved[2].id, T0)
+        assert store.records("u", time_between=(lo, hi)) == []
+        assert [r.content for r in store.records("u", time_between=(lo, hi), include_invalid=True)] == ["middle"]
+
     def test_message_round_trip_keeps_offset_and_names(self, store):
         m = Message(user_id="u", session_id="s", role="tool", content="42 °C 你好", name="weather",
                     tool_call_id="call_1", created_at=datetime(2026, 3, 2, 17, 0, 0, 123456, tzinfo=CST))

@@ -163,3 +163,17 @@ def test_update_blocking_counts_saved_comparisons_and_merges_duplicates():
     saved = sum(u.payload["comparisons_saved"] for u in updates)
     done = sum(u.payload["comparisons_done"] for u in updates)
     assert saved > done  # blocking skipped the unrelated records before any cosine
+
+
+def test_stored_scoring_rows_are_bounded_and_keep_every_seat_and_hold():
+    from engine.core.records import ScoreRow
+    from engine.memory.recall import logged_rows
+
+    def row(i, verdict="dropped"):
+        return ScoreRow(record_id=i, ranks={}, path_scores={}, R=0.0, T=0.0, F=0.0, parts={}, S=1 - i / 100,
+                        verdict=verdict, why="")
+
+    rows = [row(i) for i in range(60)] + [row(60, "picked"), row(61)]
+    kept = logged_rows(rows, 24, {61: "contradicted by the live window"})
+    assert [r.record_id for r in kept] == [*range(24), 60, 61]
+    assert logged_rows(rows, 0) == rows and logged_rows(rows[:10], 24) == rows[:10]

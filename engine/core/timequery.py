@@ -12,7 +12,7 @@ from engine.core.timeparse import resolve_times
 from engine.core.timespans import month_span, span_label
 from engine.roles.types import TimeConstraint
 
-__all__ = ["parse_time_constraint", "around_tolerance", "time_match"]
+__all__ = ["parse_time_constraint", "around_tolerance", "time_match", "time_window"]
 
 _TOLERANCE = {
     "instant": timedelta(days=1),
@@ -125,3 +125,17 @@ def time_match(constraint: TimeConstraint, span: TimeSpan | None) -> float:
     if span.end > c_end:
         return 0.5
     return _near(c_end - span.end, tol)
+
+
+def time_window(constraint: TimeConstraint) -> tuple[datetime | None, datetime | None]:
+    """The span of record times `time_match` scores above 0 for `constraint` (None: open end).
+
+    A record whose time lies outside it scores 0, so a bounded read of this window finds every
+    record the time constraint can credit."""
+    tol = around_tolerance(constraint.granularity)
+    reach = 2 * tol if constraint.op == "around" else tol
+    if constraint.op == "before":
+        return None, constraint.start + tol
+    if constraint.op == "after":
+        return constraint.end - tol, None
+    return constraint.start - reach, constraint.end + reach

@@ -12,19 +12,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from engine.core.config import MemoryConfig
-from engine.core.records import MemoryRecord
+from engine.core.records import MemoryRecord, ScoreRow
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
 from engine.memory.injection import render_record
 from engine.memory.ranking import rank_candidates
 from engine.memory.results import Retrieval
-from engine.memory.retrieval import PathResults, candidate_inputs, fuse, gather
+from engine.memory.retrieval import PathResults, candidate_inputs, fuse, gather, has_constraint
 from engine.memory.weights import weights_for
 from engine.memory.window import pending_messages
 from engine.roles.types import ParsedQuery, QueryInput
 from engine.stores.base import Store
 
-__all__ = ["retrieve", "rescore", "parse_query", "assistant_replies"]
+__all__ = ["logged_rows", "retrieve", "rescore", "parse_query", "assistant_replies"]
 
 
 def parse_query(ctx: EngineContext, text: str, *, speaker: str | None, now: datetime) -> ParsedQuery:
@@ -39,11 +39,18 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     cfg, store = config, ctx.store
     parsed = parse_query(ctx, query, speaker=speaker, now=now)
     qvec = ctx.embedder.embed_query(parsed.text) if "dense" in cfg.paths else None
-    floor_tags = (*cfg.always_inject_types, *(("safety",) if cfg.safety_seats else ()))
-    floor_ids = sorted({r.id for tag in dict.fromkeys(floor_tags) for r in store.records(
-        user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)})
-    results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=floor_ids,
-                     paths=cfg.paths)
+    # a floor seat needs relevance R >= min_relevance, and a record no path found has R = 0 unless
+    # the dimension path credits it: floor records join as the dimension path's pool (kept when it
+    # credits them), or as candidates outright when seats need no relevance; safety records hold
+    # their seat without relevance and are always candidates
+    floor_matters = cfg.min_relevance <= 0 or ("dim" in cfg.paths and has_constraint(parsed))
+    floor = {r.id: r for tag in dict.fromkeys(cfg.always_inject_types if floor_matters else ()) for r in
+             store.records(user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)}
+    safety = {r.id: r for r in store.records(user_id, tags_any=["safety"], limit=cfg.candidate_k,
+                                             newest_first=True)} if cfg.safety_seats else {}
+    outright = sorted({**safety, **floor}) if cfg.min_relevance <= 0 else sorted(safety)
+    results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
+                     known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
     candidates = candidate_inputs(results, R, now=now, count_tokens=lambda r: ctx.counter.count(render_record(r)))
     theme = _dominant_theme(results, R)
@@ -63,12 +70,23 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
             "candidates": len(rows),
             "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
             "picked": picked,
+            "rows_logged": len(logged_rows(rows, cfg.score_log_rows, excluded)),
             "assistant_recall": bool(parsed.needs_assistant),
         }, event_no=event_no)
-        store.append_scores(ev.id, user_id, rows)
+        store.append_scores(ev.id, user_id, logged_rows(rows, cfg.score_log_rows, excluded))
         event_id = ev.id
     return Retrieval(query=parsed, rows=rows, records=results.records, picked=picked, candidates=candidates,
                      weights=weights, at=now, event_id=event_id, assistant_replies=replies, excluded=excluded)
+
+
+def logged_rows(rows: Sequence[ScoreRow], limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:
+    """The scoring rows a retrieval stores: every row that was seated or held back, and the best
+    `limit` by S (rows come best first); `limit` 0 keeps them all. The rest live in the returned
+    `Retrieval` only (bounded logs: ~24 rows, not ~200, per turn)."""
+    if limit <= 0 or len(rows) <= limit:
+        return list(rows)
+    held = excluded or {}
+    return [r for i, r in enumerate(rows) if i < limit or r.verdict == "picked" or r.record_id in held]
 
 
 def rescore(retrieval: Retrieval, config: MemoryConfig, weights=None) -> Retrieval:

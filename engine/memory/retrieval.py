@@ -11,10 +11,11 @@ this query (the dimension path only when the query carries a constraint). Score 
 rank fusion on this data: on LoCoMo turns, min-max 0.5/0.5 gave evidence recall@10 .606 against
 RRF's .568 (measured), because RRF throws away how far apart the scores are.
 
-The dimension path re-scores the union of the other paths' candidates; when the query carries
-a time or location constraint and the partition is small (at most `DIM_SCAN_LIMIT` current
-records) it scans every record, so a record that matches only by time or place is still found.
-(A type or keyword match alone is no reason to scan: types match a large share of any partition,
+The dimension path re-scores the union of the other paths' candidates plus two bounded reads of
+what they cannot find: the records whose time the question's constraint can credit (the span
+`time_window` gives, newest first, at most `DIM_READ_LIMIT`) and the records that name its place
+(a full-text search for the place). No read on the turn path grows with the partition. (A type
+or keyword match alone is no reason to read more: types match a large share of any partition,
 and keywords are what BM25 already finds.)
 """
 
@@ -34,13 +35,14 @@ from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.forgetting import tag_union
 from engine.core.records import MemoryRecord, record_text
 from engine.core.text import content_tokens, normalize
-from engine.core.timequery import time_match
+from engine.core.timequery import time_match, time_window
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
-__all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_SCAN_LIMIT", "record_text"]
+__all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint"]
 
-DIM_SCAN_LIMIT = 3000
+#: At most this many records are read for a time constraint (newest first): a bounded read.
+DIM_READ_LIMIT = 200
 #: The record field that holds each kind of answer (a question's `answer_dimension`).
 _ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
 
@@ -137,8 +139,14 @@ def gather(
     config: MemoryConfig,
     extra_ids: Sequence[int] = (),
     paths: Sequence[str] = ("bm25", "dense", "dim"),
+    known: Mapping[int, MemoryRecord] | None = None,
+    dim_pool: Sequence[int] = (),
 ) -> PathResults:
-    """Run the active paths and collect candidates (current records only unless include_history)."""
+    """Run the active paths and collect candidates (current records only unless include_history).
+
+    `extra_ids` are candidates whatever they score (safety records); `dim_pool` ids are scored by
+    the dimension path and kept only when it credits them (floor records: without relevance they
+    cannot take a seat); `known`: records the caller already read, not read again."""
     k = config.candidate_k
     hist = config.include_history
     bm25: dict[int, float] = {}
@@ -151,16 +159,24 @@ def gather(
     ids = list(dict.fromkeys([*bm25, *dense, *extra_ids]))
     records: dict[int, MemoryRecord] = {}
     dim: dict[int, float] = {}
-    dim_active = "dim" in paths and _has_constraint(query)
-    # scan the partition only for what the other paths cannot find: a time or a location match
-    scan = dim_active and (query.time is not None or bool(query.location))
-    if scan and store.count_records(user_id, include_invalid=hist) <= DIM_SCAN_LIMIT:
-        pool = store.records(user_id, include_invalid=hist)
-        records = {r.id: r for r in pool}
-    else:
-        records = {r.id: r for r in store.get_records(user_id, ids)} if ids else {}
-        if not hist:
-            records = {i: r for i, r in records.items() if r.is_current}
+    dim_active = "dim" in paths and has_constraint(query)
+    # what the other paths cannot find, read bounded: records whose time the constraint can
+    # credit (newest first, at most DIM_READ_LIMIT) and records that name the place
+    if dim_active and query.time is not None:
+        found = store.records(user_id, include_invalid=hist, time_between=time_window(query.time),
+                              newest_first=True, limit=DIM_READ_LIMIT)
+        ids.extend(r.id for r in found if r.id not in bm25 and r.id not in dense)
+    if dim_active and query.location:
+        ids.extend(rid for rid, _ in store.search_bm25(user_id, query.location, k=k, include_invalid=hist))
+    if dim_active:
+        ids.extend(dim_pool)
+    ids = list(dict.fromkeys(ids))
+    have = {i: known[i] for i in ids if i in known} if known else {}
+    todo = [i for i in ids if i not in have]
+    records = {**have, **{r.id: r for r in store.get_records(user_id, todo)}} if todo else have
+    records = {i: records[i] for i in sorted(records)}  # id order, as get_records returns them
+    if not hist:
+        records = {i: r for i, r in records.items() if r.is_current}
     if dim_active:
         for rid, rec in records.items():
             s = dimension_score(query, rec, weights=config.dim_weights)
@@ -178,7 +194,7 @@ def gather(
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
 
 
-def _has_constraint(query: ParsedQuery) -> bool:
+def has_constraint(query: ParsedQuery) -> bool:
     return bool(query.target_types or query.target_tags or query.target_attributes or query.time or query.location
                 or query.keywords or query.answer_dimension in _ANSWER_FIELDS)
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
 from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.records import MemoryRecord
-from engine.core.text import content_tokens, jaccard, normalize
+from engine.core.text import content_tokens, normalize
 from engine.memory.retrieval import record_text
 from engine.roles.types import ConsolidationInput, RecordView
 from engine.stores.base import Store
@@ -59,10 +60,15 @@ class UpdateStats:
         }
 
 
-def keyword_set(record: MemoryRecord) -> set[str]:
+def keyword_set(record: MemoryRecord) -> frozenset[str]:
     """The blocking key: the record's keywords, or its content words when it has none."""
-    kws = [k for k in record.keywords if k.strip()]
-    return set(kws) if kws else set(content_tokens(record.content))
+    return _keyword_set(tuple(record.keywords), record.content)
+
+
+@lru_cache(maxsize=8192)
+def _keyword_set(keywords: tuple[str, ...], content: str) -> frozenset[str]:
+    kws = [k for k in keywords if k.strip()]
+    return frozenset(kws) if kws else frozenset(content_tokens(content))
 
 
 def record_view(record: MemoryRecord) -> RecordView:
@@ -91,22 +97,39 @@ def block(new: MemoryRecord, pool: Iterable[MemoryRecord], *, config: MemoryConf
     """The current records of `pool` that could be the same memory as `new`, whatever memory type
     each got: the same subject stating the same single-valued attribute ("lives in Lisbon" and
     "moved to Porto"), or keyword Jaccard ≥ `update_jaccard`."""
-    new_keys = keyword_set(new)
+    new_keys = _normalized_keys(keyword_set(new))
     new_attr = subject_attribute(new)
     return [old for old in pool if old.is_current and old.id != new.id
             and ((new_attr is not None and subject_attribute(old) == new_attr)
-                 or jaccard(new_keys, keyword_set(old)) >= config.update_jaccard)]
+                 or _set_jaccard(new_keys, _normalized_keys(keyword_set(old))) >= config.update_jaccard)]
+
+
+@lru_cache(maxsize=8192)
+def _normalized_keys(keys: frozenset[str]) -> frozenset[str]:
+    return frozenset(normalize(x).strip() for x in keys if x and x.strip())
+
+
+def _set_jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """`jaccard` over keys already normalised (the same value, without normalising per pair)."""
+    if not a and not b:
+        return 0.0
+    return len(a & b) / len(a | b)
 
 
 def subject_attribute(record: MemoryRecord) -> tuple[str, str] | None:
     """(whose, attribute) when the record states a single-valued attribute of someone or
     something ("Li lives in Porto" → ("li", "residence"); "the detective is called Inês" →
     ("", "name:detective")), else None. The user's own statements count as the speaker's."""
-    found = stated_attribute(record.content)
+    return _subject_attribute(record.content, record.source.speaker if record.source else None)
+
+
+@lru_cache(maxsize=8192)
+def _subject_attribute(content: str, speaker_name: str | None) -> tuple[str, str] | None:
+    found = stated_attribute(content)
     if found is None:
         return None
     who = normalize(found.subject or "").strip()
-    speaker = normalize(record.source.speaker).strip() if record.source and record.source.speaker else ""
+    speaker = normalize(speaker_name).strip() if speaker_name else ""
     if who in ("user", "the user", "i", "me", "my", "我", "用户") or (speaker and who == speaker):
         who = f"speaker:{speaker or 'user'}"
     return who, found.name

@@ -111,9 +111,12 @@ class RecordStore(Protocol):
         limit: int | None = None,
         newest_first: bool = False,
         after_id: int | None = None,
+        time_between: tuple[datetime | None, datetime | None] | None = None,
     ) -> list[MemoryRecord]:
         """The user's records in id order, or newest first (current only unless include_invalid);
-        `after_id` keeps ids > after_id (a cursor's bounded read: with `limit`, the next batch)."""
+        `after_id` keeps ids > after_id (a cursor's bounded read: with `limit`, the next batch);
+        `time_between=(lo, hi)` keeps records whose time span overlaps [lo, hi] (either end open
+        when None; records without a time are left out): the dimension path's bounded time read."""
         ...
 
     def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int:

@@ -240,6 +240,7 @@ class PostgresStore(SharedSQL, PostgresSearch):
         limit: int | None = None,
         newest_first: bool = False,
         after_id: int | None = None,
+        time_between: tuple[datetime | None, datetime | None] | None = None,
     ) -> list[MemoryRecord]:
         # records_user (user_id, id) and records_user_current (the same, current rows) serve these
         where, params = ["user_id = %s"], [user_id]
@@ -251,6 +252,15 @@ class PostgresStore(SharedSQL, PostgresSearch):
         if memory_type is not None:
             where.append("memory_type = %s")
             params.append(memory_type)
+        if time_between is not None:
+            lo, hi = time_between
+            where.append("time_start IS NOT NULL")
+            if lo is not None:
+                where.append("time_end >= %s")
+                params.append(ensure_aware(lo, what="time_between start"))
+            if hi is not None:
+                where.append("time_start <= %s")
+                params.append(ensure_aware(hi, what="time_between end"))
         if tags_any is not None:
             where.append("tags && %s::text[]")
             params.append(list(tags_any))

@@ -130,6 +130,7 @@ class SQLiteRecords:
         limit: int | None = None,
         newest_first: bool = False,
         after_id: int | None = None,
+        time_between: tuple[datetime | None, datetime | None] | None = None,
     ) -> list[MemoryRecord]:
         # records_user (user_id, id) serves history reads, records_user_valid (user_id, valid, id) current ones
         sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE user_id = ?"
@@ -142,6 +143,15 @@ class SQLiteRecords:
         if memory_type is not None:
             sql += " AND memory_type = ?"
             args.append(memory_type)
+        if time_between is not None:
+            lo, hi = time_between
+            sql += " AND start_ts IS NOT NULL"
+            if lo is not None:
+                sql += " AND end_ts >= ?"
+                args.append(ensure_aware(lo, what="time_between start").timestamp())
+            if hi is not None:
+                sql += " AND start_ts <= ?"
+                args.append(ensure_aware(hi, what="time_between end").timestamp())
         if tags_any is not None:
             # a substring test on the JSON text skips most rows cheaply; json_each decides exactly
             needles = [to_json(str(t)) for t in tags_any] or ['"']
