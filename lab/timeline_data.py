@@ -150,6 +150,7 @@ def series(hs: Sequence[RecordHistory], *, until: datetime, tau: float, c: float
             continue
         times = {t for t in grid if h.start <= t <= stop} | {h.start, stop}
         jumps = [at for at, _ in h.reinforcements if h.start <= at <= stop]
+        times |= set(jumps)
         for a in [h.start, *jumps]:
             seg = (stop - a).total_seconds()
             if seg > 0:
