@@ -54,7 +54,7 @@ c1.metric("Total tokens", prompt.total_tokens)
 c2.metric("Stable prefix (cacheable)", cached)
 c3.metric("Injected memory", prompt.payload_tokens, help="profile + records")
 c4.metric("Records injected", len(prompt.record_ids))
-st.caption(f"Turn {turn.user_message.id}: “{turn.user_message.content}” · "
+st.caption(f"Message #{turn.user_message.id}: “{turn.user_message.content}” · "
            f"{'event #' + str(turn.event_no) + ' fired' if turn.event_fired else 'no event'}")
 
 frame = pd.DataFrame([
