@@ -33,11 +33,15 @@ __all__ = [
     "ranking_at",
     "elapsed",
     "time_unit",
+    "IN_MEMORY",
+    "PRE_PHASE",
 ]
 
 #: Points sampled across the whole timeline for every line (plus a few after each reinforcement).
 GRID_POINTS = 240
 SEGMENT_POINTS = 24
+IN_MEMORY = "in memory"
+PRE_PHASE = "said, not yet extracted"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,6 +76,7 @@ class Point:
     at: datetime
     T: float
     seq: int  # draw order within the record's line
+    phase: str = IN_MEMORY  # or "said, not yet extracted" (decay already counts; the record is not served)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,8 +137,11 @@ def strength_at(h: RecordHistory, t: datetime, *, tau: float, c: float, decay_en
 
 def series(hs: Sequence[RecordHistory], *, until: datetime, tau: float, c: float, decay_enabled: bool = True,
            since: datetime | None = None, grid_points: int = GRID_POINTS,
-           segment_points: int = SEGMENT_POINTS) -> list[Point]:
+           segment_points: int = SEGMENT_POINTS, before_extraction: bool = False) -> list[Point]:
     """Points (record, t, T) for every record's line from its start to its end (or `until`).
+
+    `before_extraction` also draws the stretch from when the source was said to the extraction
+    (phase PRE_PHASE, ending where the in-memory line starts): the decay the record brings with it.
 
     A shared grid over [since, until] plus, for each segment after a start or reinforcement, points
     spaced geometrically (the stretched exponential falls fastest just after its anchor).
@@ -156,6 +164,14 @@ def series(hs: Sequence[RecordHistory], *, until: datetime, tau: float, c: float
             if seg > 0:
                 times |= {a + timedelta(seconds=float(s)) for s in np.geomspace(seg / 1000, seg, segment_points)}
         seq = 0
+        if before_extraction and h.said_at < h.start:
+            lead = (h.start - h.said_at).total_seconds()
+            pre = sorted({h.said_at, h.start} | {t for t in grid if h.said_at < t < h.start}
+                         | {h.said_at + timedelta(seconds=float(x)) for x in np.geomspace(lead / 1000, lead, segment_points)})
+            for t in pre:
+                points.append(Point(record_id=h.record_id, at=t, T=strength_at(
+                    h, t, tau=tau, c=c, decay_enabled=decay_enabled), seq=seq, phase=PRE_PHASE))
+                seq += 1
         for t in sorted(times):
             if t in jumps and t > h.start:
                 points.append(Point(record_id=h.record_id, at=t, T=strength_at(

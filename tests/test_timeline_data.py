@@ -88,6 +88,17 @@ def test_markers_place_injections_before_the_reinforcement_of_the_same_instant()
     assert ms[2].T == 1.0
 
 
+def test_before_extraction_the_dotted_stretch_ends_where_the_line_starts():
+    hs = td.histories([_rec(1, said=T0, created=T0 + 3 * H)], [])
+    pts = td.series(hs, until=T0 + 6 * H, tau=TAU, c=C, before_extraction=True)
+    pre = [p for p in pts if p.phase == td.PRE_PHASE]
+    kept = [p for p in pts if p.phase == td.IN_MEMORY]
+    assert pre[0].at == T0 and pre[0].T == 1.0 and pre[-1].at == T0 + 3 * H
+    assert kept[0].at == T0 + 3 * H and kept[0].T == pre[-1].T == pytest.approx(_T(3 * 3600))
+    assert [p.seq for p in pts] == list(range(len(pts)))
+    assert td.series(hs, until=T0 + 6 * H, tau=TAU, c=C)[0].phase == td.IN_MEMORY  # off by default
+
+
 def test_decay_off_draws_flat_lines():
     hs = td.histories([_rec(1)], [])
     pts = td.series(hs, until=T0 + 30 * H, tau=TAU, c=C, decay_enabled=False)

@@ -21,7 +21,8 @@ ui.header(
     lab,
     "Memory over time",
     "Each line is one record's strength **T** (the decay curve of the *Curves* page) along the virtual "
-    "timeline: it starts when the record was extracted, counts from when its source was said, jumps back "
+    "timeline: it starts when the record was extracted (dotted before that: decay already counts from when its "
+    "source was said, so a late extraction does not make an old fact look fresh), jumps back "
     "to 1 at each **reinforcement** (the reply used it, or the user restated it), and ends if the record "
     "was superseded. Points mark extractions, reinforcements and **injections** (shown to the model, "
     "which alone strengthens nothing by default). The solid rule is the virtual **now**; move the cursor "
@@ -41,7 +42,7 @@ if not records:
 
 hs = td.histories(records, store.events(user_id=user_id, kind="reinforce"))
 inject_events = store.events(user_id=user_id, kind="inject")
-start = min(lab.start, *(h.start for h in hs))
+start = min(lab.start, *(h.said_at for h in hs))
 span = max((now - start).total_seconds(), 1.0)
 unit, size = td.time_unit(span)
 x_title = f"{unit} since {ui.when(start)}"
@@ -54,10 +55,10 @@ def _label(rid: int, content: str) -> str:
 
 labels = {h.record_id: _label(h.record_id, h.content) for h in hs}
 texts = {h.record_id: h.content for h in hs}
-points = td.series(hs, until=now, since=start, **params)
+points = td.series(hs, until=now, since=start, before_extraction=True, **params)
 lines = pd.DataFrame([
     {"record": labels[p.record_id], "id": p.record_id, "text": texts[p.record_id], "x": td.elapsed(p.at, start, size),
-     "T": round(p.T, 4), "when": ui.when(p.at), "seq": p.seq}
+     "T": round(p.T, 4), "when": ui.when(p.at), "seq": p.seq, "phase": p.phase}
     for p in points
 ])
 marks = pd.DataFrame([
@@ -85,27 +86,31 @@ color = alt.Color("record:N", title="record", sort=list(labels.values()),
 base_tip = [alt.Tooltip("record:N"), alt.Tooltip("text:N", title="record text"), alt.Tooltip("when:N"),
             alt.Tooltip("T:Q", format=".3f")]
 line_layer = alt.Chart(lines).mark_line(strokeWidth=2).encode(
-    x=x_enc, y=y_enc, color=color, detail="id:N", order="seq:Q", tooltip=base_tip)
+    x=x_enc, y=y_enc, color=color, detail="id:N", order="seq:Q",
+    strokeDash=alt.StrokeDash("phase:N", title="line", scale=alt.Scale(
+        domain=[td.IN_MEMORY, td.PRE_PHASE], range=[[1, 0], [2, 3]]), legend=alt.Legend(orient="top")),
+    tooltip=[*base_tip, alt.Tooltip("phase:N")])
 point_layer = alt.Chart(marks).mark_point(filled=True, size=70).encode(
     x="x:Q", y="T:Q", color=alt.Color("record:N", sort=list(labels.values()), legend=None),
     shape=alt.Shape("marker:N", title="marker", scale=alt.Scale(
         domain=["extracted", "reinforced", "injected"], range=["circle", "triangle-up", "diamond"]),
-        legend=alt.Legend(orient="bottom")),
+        legend=alt.Legend(orient="top")),
     tooltip=[*base_tip, alt.Tooltip("marker:N"), alt.Tooltip("detail:N")],
 )
 rules = pd.DataFrame([
     {"x": max_x, "rule": "now", "when": ui.when(now)},
     *([{"x": cursor, "rule": "cursor", "when": ui.when(cursor_at)}] if cursor < max_x else []),
 ])
-rule_layer = alt.Chart(rules).mark_rule(color="gray").encode(
-    x="x:Q", strokeDash=alt.StrokeDash("rule:N", legend=None, scale=alt.Scale(
-        domain=["now", "cursor"], range=[[1, 0], [5, 4]])),
-    tooltip=["rule:N", "when:N"])
+now_rule = alt.Chart(rules[rules["rule"] == "now"]).mark_rule(color="gray", strokeWidth=1.5).encode(
+    x="x:Q", tooltip=["rule:N", "when:N"])
+cursor_rule = alt.Chart(rules[rules["rule"] == "cursor"]).mark_rule(color="gray", strokeDash=[5, 4]).encode(
+    x="x:Q", tooltip=["rule:N", "when:N"])
 rule_text = alt.Chart(rules).mark_text(align="left", dx=4, dy=8, color="gray").encode(
     x="x:Q", y=alt.value(0), text="rule:N")
-height = 260 + 14 * min(len(hs), 20)
-st.altair_chart(alt.layer(line_layer, point_layer, rule_layer, rule_text).properties(height=height),
-                width="stretch")
+# fit-x: the width follows the page, the height is the plot's own; the legends add below it as they grow
+chart = alt.layer(line_layer, point_layer, now_rule, cursor_rule, rule_text).properties(
+    height=240 + 8 * min(len(hs), 20), autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+st.altair_chart(chart, width="stretch")
 n_reinf = int((marks["marker"] == "reinforced").sum()) if not marks.empty else 0
 n_inj = int((marks["marker"] == "injected").sum()) if not marks.empty else 0
 st.caption(f"{len(hs)} record line(s) · {n_reinf} reinforcement(s) · {n_inj} injection(s) · "
