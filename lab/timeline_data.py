@@ -23,18 +23,18 @@ import numpy as np
 from engine.core.forgetting import decay
 
 __all__ = [
-    "RecordHistory",
-    "Point",
-    "Marker",
-    "histories",
-    "strength_at",
-    "series",
-    "markers",
-    "ranking_at",
-    "elapsed",
-    "time_unit",
     "IN_MEMORY",
     "PRE_PHASE",
+    "Marker",
+    "Point",
+    "RecordHistory",
+    "elapsed",
+    "histories",
+    "markers",
+    "ranking_at",
+    "series",
+    "strength_at",
+    "time_unit",
 ]
 
 #: Points sampled across the whole timeline for every line (plus a few after each reinforcement).

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Seat", "Trace", "traces", "EVENT_STEP_KINDS"]
+__all__ = ["EVENT_STEP_KINDS", "Seat", "Trace", "traces"]
 
 #: Log kinds that only appear when a memory event ran in the turn.
 EVENT_STEP_KINDS = ("session", "overflow", "extract", "update", "induct", "truncate")

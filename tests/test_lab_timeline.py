@@ -4,7 +4,6 @@ under each chat reply, driven through Streamlit's AppTest like a user would."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_series_starts_at_extraction_jumps_at_reinforcement_and_ends_when_supers
     hs = td.histories([keep, gone], [])  # last_reinforced_at alone still counts as a reinforcement
     pts = td.series(hs, until=T0 + 10 * H, since=T0, tau=TAU, c=C)
     by = {rid: [p for p in pts if p.record_id == rid] for rid in (1, 2)}
-    for rid, line in by.items():
+    for line in by.values():
         assert [p.seq for p in line] == list(range(len(line)))
         assert line == sorted(line, key=lambda p: (p.at, p.seq))
         assert line[0].at == T0 + H  # extraction, not the said time
@@ -55,7 +56,7 @@ def test_series_starts_at_extraction_jumps_at_reinforcement_and_ends_when_supers
     at_jump = [p for p in by[1] if p.at == T0 + 5 * H]
     assert [round(p.T, 6) for p in at_jump] == [round(_T(5 * 3600), 6), 1.0]
     after = [p for p in by[1] if p.at > T0 + 5 * H]
-    assert all(a.T >= b.T for a, b in zip(after, after[1:], strict=False))  # decays again
+    assert all(a.T >= b.T for a, b in pairwise(after))  # decays again
     for p in by[1]:
         anchor = T0 + 5 * H if p.at > T0 + 5 * H else T0
         if p.at != T0 + 5 * H:
