@@ -50,6 +50,8 @@ EXPORT_FORMAT = "memlab-lab-session"
 EXPORT_VERSION = 1
 MAX_IMPORT_BYTES = 20_000_000
 MAX_JOURNAL = 20_000
+#: Past chat turns kept in memory for the "What the model saw" turn picker (newest kept).
+MAX_TURNS_KEPT = 200
 STATE_KEY = "lab"
 SCRIPTED_LABEL = "scripted models (offline stand-ins)"
 
@@ -77,6 +79,7 @@ class LabSession:
     user_id: str = "alice"
     session_id: str = "s1"
     last_turn: Any = None  # engine.pipeline.TurnResult of the latest chat turn
+    turns: list[Any] = field(default_factory=list)  # recent TurnResults, oldest first (bounded)
     journal: list[dict[str, Any]] = field(default_factory=list)
     notice: str | None = None  # one-shot message for the next render (e.g. after an import)
 
@@ -90,7 +93,14 @@ class LabSession:
         result = self.engine.turn(self.user_id, self.session_id, text)
         self.journal.append({"op": "turn", "user_id": self.user_id, "session_id": self.session_id, "text": text})
         self.last_turn = result
+        self.turns.append(result)
+        del self.turns[:-MAX_TURNS_KEPT]
         return result
+
+    def session_turns(self, user_id: str | None = None, session_id: str | None = None) -> list[Any]:
+        """The kept turns of a user's session (the current ones by default), oldest first."""
+        uid, sid = user_id or self.user_id, session_id or self.session_id
+        return [t for t in self.turns if (t.user_message.user_id, t.user_message.session_id) == (uid, sid)]
 
     def fast_forward(self, duration: str | float | timedelta) -> datetime:
         """Move the virtual clock forward (e.g. "1h", "3d", 90 seconds)."""
@@ -124,6 +134,7 @@ class LabSession:
         self.journal.append({"op": "forget", "user_id": user_id})
         if user_id == self.user_id:
             self.last_turn = None
+        self.turns = [t for t in self.turns if t.user_message.user_id != user_id]
         return removed
 
 

@@ -28,6 +28,7 @@ pages = {
     ],
     "Inspect": [
         st.Page(_PAGES / "memory.py", title="Memory", icon=":material/database:"),
+        st.Page(_PAGES / "timeline.py", title="Memory over time", icon=":material/timeline:"),
         st.Page(_PAGES / "scoring.py", title="Scoring", icon=":material/leaderboard:"),
         st.Page(_PAGES / "curves.py", title="Curves", icon=":material/show_chart:"),
     ],

@@ -22,6 +22,7 @@ PAGES = {
     "chat": "Chat",
     "prompt": "What the model saw",
     "memory": "Memory",
+    "timeline": "Memory over time",
     "scoring": "Scoring",
     "curves": "Curves",
     "settings": "Settings",

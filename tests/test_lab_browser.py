@@ -21,7 +21,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
-PAGES = [("chat", "Chat"), ("prompt", "What the model saw"), ("memory", "Memory"), ("scoring", "Scoring"),
+PAGES = [("chat", "Chat"), ("prompt", "What the model saw"), ("memory", "Memory"), ("timeline", "Memory over time"),
+         ("scoring", "Scoring"),
          ("curves", "Curves"), ("settings", "Settings")]
 
 

@@ -9,6 +9,7 @@ from engine.core.errors import MemlabError
 from engine.core.records import EVENT_KINDS
 from lab import ui
 from lab.state import get_lab
+from lab.turn_trace import Trace, traces
 
 lab = get_lab()
 engine = lab.engine
@@ -48,6 +49,37 @@ with st.expander(f"User **{lab.user_id}**, session **{lab.session_id}** (change)
     if known:
         st.caption("Known: " + "; ".join(f"{u} ({', '.join(s)})" for u, s in known.items()))
 
+def _texts(ids):
+    return {r.id: r.content for r in engine.store.get_records(lab.user_id, list(ids))}
+
+
+def _trace(t: Trace) -> None:
+    """One reply's memory trace: the gate when an event fired, the injected records, the nearest left out."""
+    if t.event_fired:
+        g = t.gate or {}
+        st.markdown(
+            f"**Event #{t.event_no} fired** · maturity {g.get('maturity', 0):.2f} of {g.get('slice_value', 0):g} · "
+            f"trigger {g.get('trigger', '')} {g.get('trigger_value', 0):g} / {g.get('trigger_threshold', 0):g} · "
+            f"idle gap {'open' if g.get('idle_open') else 'closed'} · {len(t.added)} record(s) added"
+        )
+    else:
+        st.caption(f"Turn {t.turn}: no event (the gate stayed closed).")
+    if t.injected:
+        st.markdown("**Injected**")
+        for seat in t.injected:
+            score = f" · S {seat.S:.3f}" if seat.S is not None else ""
+            used = " · :green[reinforced: the reply used it]" if seat.record_id in t.reinforced else ""
+            st.markdown(f"- #{seat.record_id} {seat.text} — *{seat.why}*{score}{used}")
+    else:
+        st.caption("No record injected." if t.retrieved else "No retrieval this turn and nothing kept.")
+    if t.left_out is not None:
+        lo = t.left_out
+        st.markdown(f"**Nearest left out:** #{lo.record_id} {lo.text} — {lo.verdict}, *{lo.why}* · S {lo.S:.3f}")
+
+
+session_events = engine.store.events(user_id=lab.user_id, session_id=lab.session_id)
+reply_traces = traces(session_events, scores=engine.store.scores, texts=_texts)
+
 chat_col, side_col = st.columns([3, 2], gap="large")
 
 with chat_col:
@@ -63,6 +95,11 @@ with chat_col:
             with st.chat_message("user" if m.role == "user" else "assistant"):
                 st.markdown(m.content)
                 st.caption(f"#{m.id} · {ui.when(m.created_at)}")
+                if m.role == "assistant" and (tr := reply_traces.get(m.id)) is not None:
+                    n = len(tr.injected)
+                    with st.expander(f"memory trace · turn {tr.turn} · {n} record{'s' if n != 1 else ''} injected"
+                                     + (f" · event #{tr.event_no}" if tr.event_fired else "")):
+                        _trace(tr)
     st.chat_input(f"Message as {lab.user_id}", key="chat_text", on_submit=_send)
     if err := st.session_state.pop("chat_error", None):
         st.error(err)
@@ -121,7 +158,7 @@ with side_col:
 
 st.subheader("Timeline")
 st.caption("Every step the engine logged for this user and session, newest first; open one to see its numbers.")
-events = engine.store.events(user_id=lab.user_id, session_id=lab.session_id)
+events = session_events
 if not events:
     st.caption("Nothing logged yet.")
 shown = st.multiselect("Kinds", EVENT_KINDS, default=[k for k in EVENT_KINDS if k not in ("stamp", "reply")],

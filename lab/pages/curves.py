@@ -40,6 +40,9 @@ other = MemoryConfig.from_preset(other_name)
 log_x = st.toggle("Log time axis", value=True, key="curves_log",
                   help="Presets differ tenfold in their time scales; a log axis shows both")
 labels = {"live": f"live ({cfg.preset})", "other": f"{other_name}"}
+#: Width follows the column, height is the plot's own (Streamlit's default "fit" squeezed the plot
+#: into the height left over by the axis titles and the legend).
+_FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def _unit(max_seconds: float) -> tuple[str, float]:
@@ -75,7 +78,7 @@ def _line_chart(frame: pd.DataFrame, marks: pd.DataFrame, *, x: str, y: str, tit
         .mark_text(align="left", dx=3, dy=-4, fontSize=11)
         .encode(x=f"{x}:Q", y=alt.Y("ypos:Q"), text="mark:N", color=alt.Color("config:N", legend=None))
     )
-    return alt.layer(lines, rules, text).properties(title=title, height=260)
+    return alt.layer(lines, rules, text).properties(title=title, height=220, autosize=_FIT_X)
 
 
 left, right = st.columns(2)
@@ -122,7 +125,7 @@ chart_f = (
     .mark_line(point=True)
     .encode(x="reinforcements n:Q", y=alt.Y("F:Q", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("tag:N", legend=alt.Legend(orient="bottom")), tooltip=["tag", "reinforcements n", "F"])
-    .properties(title="Importance F(n), live weights", height=240)
+    .properties(title="Importance F(n), live weights", height=200, autosize=_FIT_X)
 )
 left.altair_chart(chart_f, width="stretch")
 

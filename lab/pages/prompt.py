@@ -1,4 +1,4 @@
-"""What the model saw: the exact prompt of the last chat call, part by part, with token counts."""
+"""What the model saw: the exact prompt of a chat call (the last, or an earlier turn picked), part by part."""
 
 from __future__ import annotations
 
@@ -14,16 +14,38 @@ lab = get_lab()
 ui.header(
     lab,
     "What the model saw",
-    "The exact input of the last chat call, in the order it was built: "
+    "The exact input of a chat call (the latest, or pick an earlier turn), in the order it was built: "
     "**core** instructions → the user's **profile** → the injected memory **records** (marked as data, "
     "never as instructions) → the conversation **window**. The first parts never change between turns, "
     "so a provider can cache them: that stable prefix is marked *cacheable*."
 )
 
-turn = lab.last_turn
-if turn is None:
+turns = lab.session_turns()
+if not turns and lab.last_turn is not None:
+    turns = [lab.last_turn]
+if not turns:
     st.info("No model call yet in this session. Send a message on the **Chat** page, then come back here.")
     st.stop()
+
+
+def _turn_no(t) -> int | None:
+    """The log's turn number (the user message is stamped before the turn is counted: take the max)."""
+    return max((e.turn for e in t.events if e.turn is not None), default=None)
+
+
+def _turn_label(i: int) -> str:
+    t = turns[i]
+    text = t.user_message.content
+    text = text if len(text) <= 60 else text[:59] + "…"
+    no = _turn_no(t)
+    return f"{'turn ' + str(no) if no is not None else 'turn'} · {t.user_message.created_at:%m-%d %H:%M:%S} · “{text}”"
+
+
+pick = st.selectbox(
+    "Turn", list(range(len(turns))), index=len(turns) - 1, format_func=_turn_label, key="pr_turn",
+    help=f"The turns of {lab.user_id} · {lab.session_id} sent in this lab session, newest last",
+)
+turn = turns[pick]
 
 prompt = turn.prompt
 cached = sum(p.tokens for p in prompt.parts if p.cacheable)
@@ -32,7 +54,7 @@ c1.metric("Total tokens", prompt.total_tokens)
 c2.metric("Stable prefix (cacheable)", cached)
 c3.metric("Injected memory", prompt.payload_tokens, help="profile + records")
 c4.metric("Records injected", len(prompt.record_ids))
-st.caption(f"Turn {turn.user_message.id}: “{turn.user_message.content}” · "
+st.caption(f"Message #{turn.user_message.id}: “{turn.user_message.content}” · "
            f"{'event #' + str(turn.event_no) + ' fired' if turn.event_fired else 'no event'}")
 
 frame = pd.DataFrame([

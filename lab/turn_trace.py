@@ -1,0 +1,100 @@
+"""The memory trace of each chat reply, read back from the event log (pure: no Streamlit).
+
+For every assistant reply of a session: the turn it closed, the gate's numbers when an event
+fired, the records injected (with their seat reason and score from the retrieval's score log),
+what the reply reinforced, and the nearest record left out below the cut.
+
+The log ties a reply to its turn through the reply's `stamp` event: the turn counter moves on when
+the memory steps start, after the user message is stamped, so the reply's stamp carries the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EVENT_STEP_KINDS", "Seat", "Trace", "traces"]
+
+#: Log kinds that only appear when a memory event ran in the turn.
+EVENT_STEP_KINDS = ("session", "overflow", "extract", "update", "induct", "truncate")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Seat:
+    record_id: int
+    text: str
+    why: str  # the ranking's seat rule ("floor:identity", "top-K", …) or why it was left out
+    S: float | None = None
+    verdict: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trace:
+    turn: int
+    event_no: int | None = None
+    gate: Mapping[str, Any] | None = None  # the gate's logged numbers, kept when an event fired
+    added: tuple[int, ...] = ()
+    injected: list[Seat] = field(default_factory=list)
+    reinforced: tuple[int, ...] = ()
+    left_out: Seat | None = None
+    retrieved: bool = False  # False: no retrieval this turn (on_event policy kept earlier picks)
+
+    @property
+    def event_fired(self) -> bool:
+        return self.event_no is not None
+
+
+def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
+           texts: Callable[[Sequence[int]], Mapping[int, str]]) -> dict[int, Trace]:
+    """Assistant message id → its turn's trace, for one session's events (in log order).
+
+    `scores(event_id)` gives a retrieval's logged score rows; `texts(ids)` the records' contents.
+    """
+    by_turn: dict[int, list[Any]] = {}
+    reply_turn: dict[int, int] = {}
+    for e in events:
+        if e.turn is None:
+            continue
+        by_turn.setdefault(e.turn, []).append(e)
+        if e.kind == "stamp" and e.payload.get("role") == "assistant" and e.payload.get("message_id") is not None:
+            reply_turn[int(e.payload["message_id"])] = e.turn
+    raw: dict[int, dict[str, Any]] = {}
+    wanted: set[int] = set()
+    for msg_id, turn in reply_turn.items():
+        evs = by_turn.get(turn, [])
+        fired = next((e.event_no for e in evs if e.kind in EVENT_STEP_KINDS and e.event_no is not None), None)
+        gate = next((dict(e.payload) for e in evs if e.kind == "gate"), None)
+        added = tuple(int(i) for e in evs if e.kind == "update" for i in e.payload.get("added", ()))
+        retrieve = next((e for e in evs if e.kind == "retrieve"), None)
+        rows = list(scores(retrieve.id)) if retrieve is not None and retrieve.id is not None else []
+        inject = next((e for e in evs if e.kind == "inject"), None)
+        picked = [int(i) for i in inject.payload.get("record_ids", ())] if inject is not None else []
+        reinforced = tuple(int(i) for e in evs if e.kind == "reinforce" for i in e.payload.get("record_ids", ()))
+        left = [r for r in rows if r.verdict != "picked" and r.record_id not in picked]
+        nearest = max(left, key=lambda r: (r.S, -r.record_id)) if left else None
+        raw[msg_id] = {"turn": turn, "event_no": fired, "gate": gate if fired is not None else None, "added": added,
+                       "rows": {r.record_id: r for r in rows}, "picked": picked, "reinforced": reinforced,
+                       "nearest": nearest, "retrieved": retrieve is not None}
+        wanted.update(picked)
+        if nearest is not None:
+            wanted.add(nearest.record_id)
+    text = dict(texts(sorted(wanted))) if wanted else {}
+    out: dict[int, Trace] = {}
+    for msg_id, r in raw.items():
+        rows = r["rows"]
+        seats = []
+        for rid in r["picked"]:
+            row = rows.get(rid)
+            why = row.why if row is not None else ("kept from the last event's retrieval" if not r["retrieved"]
+                                                   else "seated (score row not logged)")
+            seats.append(Seat(record_id=rid, text=text.get(rid, f"record #{rid}"), why=why,
+                              S=row.S if row is not None else None, verdict="picked"))
+        n = r["nearest"]
+        out[msg_id] = Trace(
+            turn=r["turn"], event_no=r["event_no"], gate=r["gate"], added=r["added"], injected=seats,
+            reinforced=r["reinforced"], retrieved=r["retrieved"],
+            left_out=None if n is None else Seat(record_id=n.record_id, text=text.get(n.record_id, f"record #{n.record_id}"),
+                                                 why=n.why, S=n.S, verdict=n.verdict),
+        )
+    return out
