@@ -105,3 +105,60 @@ def test_safety_records_hold_their_own_seats_without_relevance():
     assert next(r for r in rows if r.record_id == picked[0]).why == "safety"
     _, none = rank_candidates(cands, config=cfg.with_overrides(safety_seats=0))
     assert none == [1]
+
+
+def _sourced(i, R, sources):
+    from dataclasses import replace
+
+    return replace(cand(i, R), sources=frozenset(sources))
+
+
+def test_near_duplicates_of_one_turn_wait_for_distinct_evidence():
+    # records 1 and 2 were both made from message 10; record 3 from message 11
+    cands = [_sourced(1, 0.9, {10}), _sourced(2, 0.85, {10}), _sourced(3, 0.5, {11})]
+    cfg = MemoryConfig.from_preset("relevance only", top_k=2, always_inject_types=(), min_score_ratio=0)
+    rows, picked = rank_candidates(cands, config=cfg)
+    assert picked == [1, 3]
+    assert {r.record_id: r.why for r in rows}[2] == "same source as a seated record"
+    # a free seat still goes to the duplicate, after the distinct ones
+    _, picked3 = rank_candidates(cands, config=cfg.with_overrides(top_k=3))
+    assert picked3 == [1, 3, 2]
+    # switched off, the order is S alone
+    _, plain = rank_candidates(cands, config=cfg.with_overrides(distinct_sources=False))
+    assert plain == [1, 2]
+    # a record drawing on a new message as well is distinct
+    _, wider = rank_candidates([cands[0], _sourced(2, 0.85, {10, 12}), cands[2]], config=cfg)
+    assert wider == [1, 2]
+
+
+def test_an_aggregate_question_spreads_its_seats_over_sessions():
+    from dataclasses import replace
+
+    cands = [replace(cand(1, 0.9), session="S1"), replace(cand(2, 0.8), session="S1"),
+             replace(cand(3, 0.4), session="S2")]
+    cfg = MemoryConfig.from_preset("relevance only", top_k=2, always_inject_types=(), min_score_ratio=0,
+                                   spread_sessions=True)
+    assert rank_candidates(cands, config=cfg)[1] == [1, 2]
+    rows, picked = rank_candidates(cands, config=cfg, aggregate=True)
+    assert picked == [1, 3]
+    assert {r.record_id: r.why for r in rows}[2] == "session already seated"
+    assert rank_candidates(cands, config=cfg.with_overrides(spread_sessions=False), aggregate=True)[1] == [1, 2]
+
+
+@pytest.mark.parametrize(("question", "aggregate"), [
+    ("What activities does Melanie partake in?", True),
+    ("Which books has he read?", True),
+    ("Where has she camped?", True),
+    ("How many times did I go to Lisbon?", True),
+    ("Where do I live now?", False),
+    ("What is my name?", False),
+    ("What does she do to relax?", False),
+])
+def test_the_rule_parser_marks_aggregate_questions(question, aggregate):
+    from datetime import UTC, datetime
+
+    from engine.roles.rules.query import RuleQueryParser
+    from engine.roles.types import QueryInput
+
+    parsed = RuleQueryParser().parse(QueryInput(text=question, now=datetime(2026, 1, 1, tzinfo=UTC)))
+    assert parsed.aggregate is aggregate

@@ -202,6 +202,8 @@ class MemoryConfig:
     always_inject_types: tuple[str, ...] = ("identity", "preference")
     min_relevance: float = 0.15  # set-relative R a seat needs (floor and top-K): an empty seat beats an irrelevant one
     min_score_ratio: float = 0.6  # a seat needs S >= this share of the best candidate's S (0 = off)
+    distinct_sources: bool = True  # a record whose source messages are all in seated records waits for the distinct ones
+    spread_sessions: bool = False  # an aggregate question seats one record per session first (LoCoMo: -.024 @10, off)
     safety_seats: int = 1  # seats held by "safety" records (allergies, medical, legal, accessibility), relevance or not
     reinforce_on: str = "use"  # "use": restated or used in the reply, once per session | "injection": the first seed's
     injection_budget: int = 600  # tokens of injected records at most

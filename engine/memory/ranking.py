@@ -37,6 +37,8 @@ class Candidate:
     tokens: int
     ranks: Mapping[str, int | None] = field(default_factory=dict)
     path_scores: Mapping[str, float] = field(default_factory=dict)
+    sources: frozenset[int] = frozenset()  # the message ids the record was made from (distinct evidence)
+    session: str | None = None  # the session the record was said in (spread for aggregate questions)
 
 
 def rank_candidates(
@@ -45,11 +47,13 @@ def rank_candidates(
     config: MemoryConfig,
     weights: Weights | None = None,
     excluded: Mapping[int, str] | None = None,
+    aggregate: bool = False,
 ) -> tuple[list[ScoreRow], list[int]]:
     """Score and select. Returns (rows sorted by S, best first) and the picked ids in seat order.
 
     `excluded` maps record ids that may not take a seat to the reason (e.g. contradicted by the
-    live window); they are still scored and reported.
+    live window); they are still scored and reported. `aggregate` (the question gathers several
+    items) spreads top-K seats over sessions when `config.spread_sessions` is on.
     """
     excluded = dict(excluded or {})
     w = weights or config.weights
@@ -58,7 +62,8 @@ def rank_candidates(
     scores = _scores(candidates, config=config, weights=w)
     # stable order: S descending, then record id ascending (deterministic ties)
     order = sorted(range(len(candidates)), key=lambda i: (-scores.S[i], candidates[i].record_id))
-    seats = _select(candidates, order, config=config, excluded=excluded, S=scores.S)
+    seats = _select(candidates, order, config=config, excluded=excluded, S=scores.S,
+                    spread=aggregate and config.spread_sessions)
     rows = [_row(candidates[i], i, pos, scores, w, _verdict(candidates[i], i, pos, seats, excluded),
                  seats.why.get(i, "top-K")) for pos, i in enumerate(order)]
     return rows, [candidates[i].record_id for i in seats.picked]
@@ -93,7 +98,7 @@ def _scores(candidates: Sequence[Candidate], *, config: MemoryConfig, weights: W
 
 
 def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig,
-            excluded: Mapping[int, str], S: np.ndarray) -> _Seats:
+            excluded: Mapping[int, str], S: np.ndarray, spread: bool = False) -> _Seats:
     """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
     matters when dinner is discussed without the word), then one floor seat per `always_inject_types`
     tag, then top-K by S. Floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
@@ -126,6 +131,23 @@ def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: Me
             break
     for i, reason in unearned.items():
         seats.why.setdefault(i, reason)
+    _fill_top_k(candidates, order, config=config, seats=seats, used_tokens=used_tokens, spread=spread)
+    return seats
+
+
+def _fill_top_k(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig, seats: _Seats,
+                used_tokens: int, spread: bool) -> None:
+    """Top-K by S. With `distinct_sources`, a candidate made only from messages a seated record
+    was made from (a near-duplicate of one turn) waits: it is seated only if seats remain after
+    every distinct candidate, so k seats carry as many distinct pieces of evidence as they can.
+    With `spread` (an aggregate question), a candidate from a session that already has a seat
+    waits the same way, so the seats reach across sessions first."""
+    covered: set[int] = set()
+    sessions: set[str] = set()
+    for i in seats.picked:
+        covered |= candidates[i].sources
+        sessions.add(candidates[i].session or "")
+    waiting: list[tuple[int, int]] = []
     for pos, i in enumerate(order):
         if i in seats.why:
             if i in seats.picked:
@@ -135,6 +157,10 @@ def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: Me
         if len(seats.picked) >= config.top_k:
             seats.why[i] = "top-K"
             continue
+        if (config.distinct_sources and c.sources and c.sources <= covered) or (
+                spread and c.session is not None and c.session in sessions):
+            waiting.append((pos, i))
+            continue
         if used_tokens + c.tokens > config.injection_budget and seats.picked:
             seats.why[i] = "budget"
             continue
@@ -142,7 +168,20 @@ def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: Me
         seats.why[i] = "top-K"
         used_tokens += c.tokens
         seats.last_seat_pos = pos
-    return seats
+        covered |= c.sources
+        sessions.add(c.session or "")
+    for pos, i in waiting:
+        c = candidates[i]
+        if len(seats.picked) >= config.top_k:
+            seats.why[i] = ("same source as a seated record" if c.sources and c.sources <= covered
+                           else "session already seated")
+        elif used_tokens + c.tokens > config.injection_budget and seats.picked:
+            seats.why[i] = "budget"
+        else:
+            seats.picked.append(i)
+            seats.why[i] = "top-K (after the distinct ones)"
+            used_tokens += c.tokens
+            seats.last_seat_pos = max(seats.last_seat_pos, pos)
 
 
 def _verdict(c: Candidate, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:

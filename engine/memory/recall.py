@@ -59,7 +59,8 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     if session_id and not cfg.include_history:
         excluded = held_back(ctx, live, user_id, session_id, results.records,
                              pending_messages(store, user_id, session_id), now=now, event_no=event_no)
-    rows, picked = rank_candidates(candidates, config=cfg, weights=weights, excluded=excluded)
+    rows, picked = rank_candidates(candidates, config=cfg, weights=weights, excluded=excluded,
+                                   aggregate=parsed.aggregate)
     replies = assistant_replies(store, user_id, [results.records[i] for i in picked]) if parsed.needs_assistant else {}
     event_id = None
     if log:
@@ -92,7 +93,8 @@ def logged_rows(rows: Sequence[ScoreRow], limit: int, excluded: Mapping[int, str
 def rescore(retrieval: Retrieval, config: MemoryConfig, weights=None) -> Retrieval:
     """What-if: re-rank the same candidates under another config, touching nothing stored."""
     w = weights or config.weights
-    rows, picked = rank_candidates(retrieval.candidates, config=config, weights=w, excluded=retrieval.excluded)
+    rows, picked = rank_candidates(retrieval.candidates, config=config, weights=w, excluded=retrieval.excluded,
+                                   aggregate=retrieval.query.aggregate)
     return Retrieval(query=retrieval.query, rows=rows, records=retrieval.records, picked=picked,
                      candidates=retrieval.candidates, weights=w, at=retrieval.at, event_id=None,
                      assistant_replies=retrieval.assistant_replies, excluded=retrieval.excluded)

@@ -271,6 +271,8 @@ def candidate_inputs(
                 path_scores={
                     p: float(getattr(results, p).get(rid, 0.0)) for p in ("bm25", "dense", "dim")
                 },
+                sources=frozenset(rec.source.message_ids) if rec.source is not None else frozenset(),
+                session=rec.source.session_id if rec.source is not None else None,
             )
         )
     return out

@@ -119,6 +119,10 @@ class ParsedQuery(_Model):
     location: str | None = None
     needs_assistant: bool = False
     answer_dimension: str | None = None  # time | location | reason | purpose | content
+    aggregate: bool = Field(
+        default=False, description="the answer gathers several items that may have been said in different "
+                                   "conversations, e.g. 'what activities does she do?', 'which books has he read?', "
+                                   "'how many times ...'")
 
 
 class RecordView(_Model):

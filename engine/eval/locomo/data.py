@@ -13,7 +13,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -137,7 +137,16 @@ class EvidenceStats:
 class LocomoData:
     path: str
     conversations: tuple[Conversation, ...]
-    stats: EvidenceStats
+    stats: EvidenceStats  # of the whole file
+
+    def only(self, sample_ids: Sequence[str]) -> LocomoData:
+        """The named conversations, in the file's order (e.g. a development or held-out half)."""
+        known = {c.sample_id for c in self.conversations}
+        unknown = [s for s in sample_ids if s not in known]
+        if unknown:
+            raise ConfigError(f"conversation(s) {unknown} are not in {self.path}; it holds {sorted(known)}")
+        wanted = set(sample_ids)
+        return replace(self, conversations=tuple(c for c in self.conversations if c.sample_id in wanted))
 
 
 # ------------------------------------------------------------------------------- loading

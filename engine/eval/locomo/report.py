@@ -37,6 +37,7 @@ from engine.eval.locomo.methods import (
     ingest_totals,
     tripath_config,
 )
+from engine.eval.options import parse_sets
 from engine.eval.runinfo import git_commit, package_versions
 
 __all__ = ["DEFAULT_KS", "TUNED_NOTE", "MethodResult", "BenchResult", "run_benchmark", "format_report",
@@ -65,6 +66,7 @@ class MethodResult:
     items: int  # indexed items over all conversations
     seconds: float
     ingest: Mapping[str, IngestStats] = field(default_factory=dict)  # per conversation (the engine's path)
+    distinct_at_10: float = 0.0  # mean number of distinct source turns among the first 10 items
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -77,6 +79,7 @@ class MethodResult:
             "questions_by_category": {CATEGORY_NAMES[c]: n for c, n in sorted(self.questions_by_category.items())},
             "items": self.items,
             "seconds": round(self.seconds, 2),
+            "distinct_turns_at_10": round(self.distinct_at_10, 3),
         }
         if self.ingest:
             out["ingest"] = {cid: s.to_dict() for cid, s in self.ingest.items()}
@@ -94,19 +97,21 @@ class BenchResult:
 
 
 def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmbedder,
-                progress: Callable[[str], None] | None) -> MethodResult:
+                progress: Callable[[str], None] | None, overrides: Mapping[str, Any]) -> MethodResult:
     t0 = time.perf_counter()
     per_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     items = 0
+    distinct: list[int] = []
     ingest: dict[str, IngestStats] = {}
     for conv in data.conversations:
-        indexed = index_conversation(method, conv, emb, ks[-1])
+        indexed = index_conversation(method, conv, emb, ks[-1], overrides)
         try:
             items += indexed.store.count_records(USER)
             if indexed.ingest is not None:
                 ingest[conv.sample_id] = indexed.ingest
             for q in conv.questions:
                 ranked = indexed.retrieve(q)
+                distinct.append(len({turn for sources in ranked[:10] for turn in sources}))
                 for k in ks:
                     per_cat[q.category][k].append(evidence_recall(q.evidence, ranked, k))
         finally:
@@ -118,7 +123,8 @@ def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmb
     overall = {k: (sum(sum(v[k]) for v in per_cat.values()) / total if total else 0.0) for k in ks}
     by_cat = {c: {k: sum(v[k]) / len(v[k]) for k in ks} for c, v in per_cat.items()}
     return MethodResult(method=method, overall=overall, by_category=by_cat, questions=total,
-                        questions_by_category=n_by_cat, items=items, seconds=time.perf_counter() - t0, ingest=ingest)
+                        questions_by_category=n_by_cat, items=items, seconds=time.perf_counter() - t0, ingest=ingest,
+                        distinct_at_10=sum(distinct) / len(distinct) if distinct else 0.0)
 
 
 def run_benchmark(
@@ -128,8 +134,11 @@ def run_benchmark(
     ks: Sequence[int] = DEFAULT_KS,
     embedder: Any,
     progress: Callable[[str], None] | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> BenchResult:
-    """Every method over every conversation; recall per category and overall at each k."""
+    """Every method over every conversation; recall per category and overall at each k.
+    `overrides` are engine settings for the tri-path methods (recorded in the config)."""
+    overrides = dict(overrides or {})
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise ConfigError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
@@ -140,14 +149,16 @@ def run_benchmark(
     emb = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)
     # one batched call for every question (methods reuse them; one call each is far slower)
     emb.embed_documents([q.question for c in data.conversations for q in c.questions])
-    out = {method: _run_method(method, data, ks, emb, progress) for method in methods}
-    config = _run_config(data, methods=methods, ks=ks, embedder=emb)
+    tripath_config(max(ks), **overrides)  # a bad --set fails before any work
+    out = {method: _run_method(method, data, ks, emb, progress, overrides) for method in methods}
+    config = _run_config(data, methods=methods, ks=ks, embedder=emb, overrides=overrides)
     config["wall_seconds"] = round(time.perf_counter() - t0, 1)
     return BenchResult(config=config, methods=out)
 
 
-def _run_config(data: LocomoData, *, methods: Sequence[str], ks: Sequence[int], embedder: Any) -> dict[str, Any]:
-    cfg = tripath_config(max(ks))
+def _run_config(data: LocomoData, *, methods: Sequence[str], ks: Sequence[int], embedder: Any,
+                overrides: Mapping[str, Any]) -> dict[str, Any]:
+    cfg = tripath_config(max(ks), **overrides)
     return {
         "benchmark": "LoCoMo evidence recall (fraction of gold dia_ids among the top-k items' sources)",
         "data": data.path,
@@ -167,6 +178,8 @@ def _run_config(data: LocomoData, *, methods: Sequence[str], ks: Sequence[int], 
             "weights": cfg.weights.to_dict(), "candidate_k": cfg.candidate_k, "window": cfg.window,
             "overlap": cfg.overlap, "decay_enabled": cfg.decay_enabled,
             "always_inject_types": list(cfg.always_inject_types), "fusion": cfg.fusion,
+            "distinct_sources": cfg.distinct_sources, "min_relevance": cfg.min_relevance,
+            "min_score_ratio": cfg.min_score_ratio, "overrides": {k: str(v) for k, v in overrides.items()},
         },
         "fusion_turns": {"bm25": 0.5, "dense": 0.5, "fusion": "minmax"},
         "tuned": {**TUNED_NOTE, "values": dict(TUNED)},
@@ -179,12 +192,13 @@ def _run_config(data: LocomoData, *, methods: Sequence[str], ks: Sequence[int], 
 
 def _table(result: BenchResult, ks: Sequence[int]) -> list[str]:
     cats = sorted({c for r in result.methods.values() for c in r.by_category})
-    head = ["method", "n", "items", "secs"] + [f"all@{k}" for k in ks]
+    head = ["method", "n", "items", "secs", "dist@10"] + [f"all@{k}" for k in ks]
     for c in cats:
         head += [f"{CATEGORY_NAMES[c][:8]}@{k}" for k in ks]
     rows = [head]
     for name, r in result.methods.items():
-        row = [name, str(r.questions), str(r.items), f"{r.seconds:.1f}"] + [f"{r.overall[k]:.3f}" for k in ks]
+        row = [name, str(r.questions), str(r.items), f"{r.seconds:.1f}", f"{r.distinct_at_10:.2f}"]
+        row += [f"{r.overall[k]:.3f}" for k in ks]
         for c in cats:
             per = r.by_category.get(c, {})
             row += [f"{per[k]:.3f}" if k in per else "-" for k in ks]
@@ -230,7 +244,9 @@ def format_report(result: BenchResult) -> str:
     tp = cfg["tripath"]
     lines.append(f"tripath: path_weights {tp['path_weights']}, score weights {tp['weights']}, candidate_k "
                  f"{tp['candidate_k']}, window {tp['window']}/{tp['overlap']}, decay {tp['decay_enabled']}, "
-                 f"floor {tp['always_inject_types'] or 'none'}")
+                 f"floor {tp['always_inject_types'] or 'none'}, fusion {tp['fusion']}, distinct sources "
+                 f"{tp['distinct_sources']}, set {tp['overrides'] or 'nothing'}")
+    lines.append("dist@10: mean number of distinct source turns among the first 10 items")
     if cfg.get("tuned"):
         lines.append(f"tuned: {cfg['tuned']}")
     lines.append(f"wall time {cfg.get('wall_seconds')} s; git {cfg.get('git_commit')}; {cfg.get('versions')}")
@@ -245,6 +261,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
     p.add_argument("--json", dest="json_out", help="write the results and run metadata to this JSON file")
     p.add_argument("--limit-conversations", type=int, default=None, help="only the first N conversations")
+    p.add_argument("--conversations", default=None, help="only these sample ids, e.g. conv-26,conv-30")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an engine setting for the tri-path methods, e.g. --set distinct_sources=false")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
@@ -262,9 +281,11 @@ def locomo_main(argv: Sequence[str] | None = None) -> int:
     methods = [m.strip() for m in str(args.methods).split(",") if m.strip()]
     try:
         data = load_locomo(args.data, limit=args.limit_conversations)
+        if args.conversations:
+            data = data.only([c.strip() for c in args.conversations.split(",") if c.strip()])
         progress = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
         result = run_benchmark(data, methods=methods, ks=ks, embedder=make_embedder(args.embedder),
-                               progress=progress)
+                               progress=progress, overrides=parse_sets(args.set))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

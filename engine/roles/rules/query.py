@@ -65,6 +65,13 @@ _ASKED_TAGS: tuple[tuple[str, re.Pattern[str]], ...] = (
                           r"|\bsuggest\b.*\b(?:dinner|lunch|breakfast|meal|food|dish|snack|restaurant)\b"
                           r"|过敏|忌口|能吃|推荐.*(?:菜|餐|饭)", re.I)),
 )
+#: A question whose answer gathers several items, perhaps said in different conversations.
+_AGGREGATE = re.compile(
+    r"\bhow many\b|\bhow often\b|\bwhat (?:kinds?|sorts?|types?) of\b|\b(?:list|name)\s+(?:all|the|some|every)\b"
+    r"|\b(?:what|which)\s+(?:[\w'+-]+\s+){0,2}\w{3,}s\s+(?:has|have|had|did|does|do)\b"
+    r"|\b(?:where|what)\s+(?:has|have)\b|\bever\b|\ball (?:the )?(?:times|places|things)\b"
+    r"|哪些|几次|多少次|都(?:有|去过|做过)",
+    re.I)
 #: A time word the rules do not turn into dates: the model parser should have a look.
 _TIME_WORDS = re.compile(
     r"\b(?:ago|last|next|previous|since|before|after|until|during|between|around|yesterday|tomorrow|tonight|"
@@ -109,6 +116,7 @@ class RuleQueryParser:
             location=_location(text),
             needs_assistant=bool(_NEEDS_ASSISTANT.search(text)),
             answer_dimension=dimension,
+            aggregate=bool(_AGGREGATE.search(text)),
         )
 
     def unresolved(self, inp: QueryInput, parsed: ParsedQuery) -> str | None:
