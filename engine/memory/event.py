@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
-from engine.memory.extraction import Window, profile_name, to_records, windows
+from engine.memory.extraction import Window, extraction_entry, profile_name, to_records, windows
 from engine.memory.gate import mature_prefix
 from engine.memory.profile import correct_profile, induct
 from engine.memory.results import EventOutcome
@@ -112,6 +112,8 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
     except Exception as exc:  # a model, embedder or store failure must not lose messages
         _fail(ctx, user_id, log_session, "extract", chunk, exc, event_no)
         return None
+    ctx.log(user_id, log_session, "extraction", extraction_entry(ctx.models.extractor, inp, out,
+                                                                 mode=ctx.models.mode), event_no=event_no)
     ctx.log(user_id, log_session, "extract", {
         "session": session_id,
         "message_ids": [m.id for m in chunk],

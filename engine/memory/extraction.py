@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from engine.core.errors import MemlabError
 from engine.core.records import MemoryRecord, Message, SourcePointer, UserProfile
 from engine.core.timespans import parse_time_label
 from engine.roles.types import ExtractionInput, ExtractionOutput, WindowMessage
 
-__all__ = ["Window", "windows", "window_message", "profile_name", "to_records"]
+__all__ = ["Window", "windows", "window_message", "profile_name", "to_records", "extraction_entry"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,3 +85,16 @@ def to_records(out: ExtractionOutput, chunk: Sequence[Message], *, user_id: str,
             created_at=now, said_at=src_time, valid_from=src_time, lasting=x.lasting,
         ))
     return recs
+
+
+def extraction_entry(extractor: Any, inp: ExtractionInput, out: ExtractionOutput, *, mode: str) -> dict[str, Any]:
+    """What the extractor saw and returned, for the "extraction" event (training pairs).
+
+    `input` is the window as a model extractor gets it (`ExtractionInput.payload`, the same for the
+    scripted and the real roles), `output` the records it returned; `extractor` names the role's
+    class and `model` its model (`mode`, e.g. "scripted", when the role has no model settings).
+    """
+    settings = getattr(extractor, "settings", None)
+    return {"session": inp.session_id, "extractor": type(extractor).__name__,
+            "model": getattr(settings, "model", None) or mode,
+            "input": inp.payload(), "output": out.model_dump(mode="json")}
