@@ -9,7 +9,10 @@ event:
     {"messages": [{"role": "system", "content": <LLMExtractor's system prompt>},
                   {"role": "user", "content": <the window as compact JSON, byte for byte the request>},
                   {"role": "assistant", "content": <the returned records as compact JSON>}],
-     "meta": {"scenario", "user", "session", "event_id", "event_no", "at", "extractor", "model"}}
+     "meta": {"scenario", "user", "session", "event_id", "event_no", "at", "purpose", "extractor", "model"}}
+
+`purpose` is "event" (a memory event's window: context, then the new messages records rest on) or
+"live-window" (the contradiction guard reading pending user messages, no context).
 
 The source is scenario files (replayed through the one driver, like `memlab replay`, with the
 command's store, embedder and models) or a database (`--db FILE`, `--store postgres`). The same
@@ -72,8 +75,8 @@ def training_pair(event: Event, *, scenario: str | None = None) -> dict[str, Any
             {"role": "assistant", "content": _assistant_content(event)},
         ],
         "meta": {"scenario": scenario, "user": event.user_id, "session": p.get("session"), "event_id": event.id,
-                 "event_no": event.event_no, "at": event.at.isoformat(), "extractor": p.get("extractor"),
-                 "model": p.get("model")},
+                 "event_no": event.event_no, "at": event.at.isoformat(), "purpose": p.get("purpose"),
+                 "extractor": p.get("extractor"), "model": p.get("model")},
     }
 
 
