@@ -1,7 +1,7 @@
 """The `memlab` console script: argument parsing and dispatch to each command's main function.
 
-Commands: lab, demo, replay (and replay --compare), bench perf|locomo|longmemeval|knobs, tune, forget, check,
-presets. The evaluation commands live in engine.eval; `lab`, `forget` and `presets` are a few
+Commands: lab, demo, replay (and replay --compare), export-extractions, bench perf|locomo|longmemeval|knobs,
+tune, forget, check, presets. The evaluation commands live in engine.eval; `lab`, `forget` and `presets` are a few
 lines each and stay here. User-input errors (a bad scenario, config, duration, path) print one
 readable line and exit 2; they never print a traceback.
 """
@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", default=None, help="strategies, e.g. no-memory,summarization,bmdm,dimmem,memlab")
     p.add_argument("--samples", type=int, default=1)
     p.add_argument("--verbose", "-v", action="store_true", help="print every probe's reply")
+    add_model_args(p)
+    add_store_args(p)
+
+    p = sub.add_parser("export-extractions", help="extraction windows and the records returned, as JSONL training pairs")
+    from engine.eval.export import add_export_args
+
+    add_export_args(p)
     add_model_args(p)
     add_store_args(p)
 
@@ -96,6 +103,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from engine.eval.replay_cli import replay_main
 
         return replay_main(args)
+    if cmd == "export-extractions":
+        from engine.eval.export import export_main
+
+        return export_main(args)
     if cmd == "bench":
         if args.which == "perf":
             from engine.eval.perf import perf_main

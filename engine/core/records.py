@@ -395,6 +395,7 @@ EVENT_KINDS = (
     "gate",
     "session",
     "extract",
+    "extraction",
     "update",
     "tune",
     "induct",

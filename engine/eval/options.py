@@ -1,7 +1,8 @@
 """Command-line options shared by the evaluation commands (replay, compare, tune) and the CLI.
 
 `parse_sets` reads `--set key=value` overrides; `model_settings_from_args` turns `--models`,
-`--model`, `--base-url` and `--cassette` into the real models' `ModelSettings` (None: scripted);
+`--model`, `--base-url` and `--cassette` into the real models' `ModelSettings` (None: scripted),
+`extractor_settings_from_args` `--extractor-base-url` / `--extractor-model` into the extractor's alone;
 `store_url` reads `--store`, `--dsn` and `--db`. The `add_*` functions declare those options,
 so every command spells them the same way.
 """
@@ -16,7 +17,8 @@ from typing import Any
 
 from engine.core.errors import ConfigError
 
-__all__ = ["parse_sets", "model_settings_from_args", "store_url", "add_model_args", "add_store_args"]
+__all__ = ["parse_sets", "model_settings_from_args", "extractor_settings_from_args", "store_url", "add_model_args",
+           "add_store_args"]
 
 
 def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
@@ -61,6 +63,18 @@ def model_settings_from_args(args: argparse.Namespace):
     return replace(settings, **overrides)
 
 
+def extractor_settings_from_args(args: argparse.Namespace):
+    """The extractor role's own `ModelSettings` when `--extractor-base-url` or `--extractor-model`
+    is given (the other roles keep `--models`), else None."""
+    base_url = getattr(args, "extractor_base_url", None)
+    model = getattr(args, "extractor_model", None)
+    if not (base_url or model):
+        return None
+    from engine.roles.llm import ModelSettings
+
+    return ModelSettings(base_url=base_url, **({"model": model} if model else {}))
+
+
 def store_url(args: argparse.Namespace) -> str | None:
     """The store the command opens: a PostgreSQL URL ("postgres" = a local server), a SQLite file,
     or None (SQLite in memory)."""
@@ -75,6 +89,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model name, e.g. deepseek-chat or openai:gpt-4o-mini")
     p.add_argument("--base-url", default=None, help="an OpenAI-compatible server (local vLLM / Ollama)")
     p.add_argument("--cassette", default=None, help="cassette file to record to (real) or replay from (cassette)")
+    p.add_argument("--extractor-base-url", default=None, metavar="URL",
+                   help="the extractor role alone on this OpenAI-compatible server (e.g. a compact local model)")
+    p.add_argument("--extractor-model", default=None, metavar="NAME", help="the extractor's model name on that server")
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.eval.options import model_settings_from_args, parse_sets, store_url
+from engine.eval.options import extractor_settings_from_args, model_settings_from_args, parse_sets, store_url
 from engine.eval.replay import ReplayResult, replay
 from engine.eval.scenario import load_scenario
 from engine.memory.engine import MemoryEngine
@@ -46,10 +46,15 @@ def replay_main(args: argparse.Namespace) -> int:
 
 
 def engine_factory(args: argparse.Namespace, settings: Any):
-    """`factory(config=, clock=) -> MemoryEngine` on the command's store, embedder and models."""
+    """`factory(config=, clock=) -> MemoryEngine` on the command's store, embedder and models (the
+    extractor on its own server with `--extractor-base-url`)."""
+
+    extractor = extractor_settings_from_args(args)
 
     def factory(**kw: Any) -> MemoryEngine:
         models = Models.real(settings) if settings is not None else None
+        if extractor is not None:
+            models = (models or Models.scripted()).with_extractor(extractor)
         return MemoryEngine(store=store_url(args), embedder=make_embedder(args.embedder), models=models, **kw)
 
     return factory

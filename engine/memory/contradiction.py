@@ -27,7 +27,7 @@ from typing import Any
 from engine.core.config import GUARD_MODES
 from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
-from engine.memory.extraction import profile_name, to_records, window_message
+from engine.memory.extraction import call_extractor, profile_name, to_records, window_message
 from engine.memory.retrieval import record_text
 from engine.memory.update import best_match, block, record_view
 from engine.roles.types import ConsolidationInput, ExtractionInput
@@ -74,13 +74,13 @@ class LiveRecords:
         return self._decisions[key]
 
     def read(self, ctx: EngineContext, user_id: str, session_id: str, messages: Sequence[Message],
-             now: datetime) -> tuple[list[MemoryRecord], list[int]]:
+             now: datetime, *, event_no: int | None = None) -> tuple[list[MemoryRecord], list[int]]:
         """The live records of `messages` and the ids read by the extractor on this call."""
         fresh = [m for m in messages if (user_id, m.id) not in self._by_message]
         if fresh:
             name = profile_name(ctx.store.get_profile(user_id))
-            out = ctx.call_role("extractor", ctx.models.extractor.extract, ExtractionInput(
-                user_id=user_id, session_id=session_id, new=[window_message(m, name) for m in fresh]))
+            inp = ExtractionInput(user_id=user_id, session_id=session_id, new=[window_message(m, name) for m in fresh])
+            out = call_extractor(ctx, inp, log_session=session_id, event_no=event_no, purpose="live-window")
             recs = to_records(out, fresh, user_id=user_id, session_id=session_id, now=now)
             for m in fresh:
                 self._remember((user_id, m.id), [r for r in recs if r.source and m.id in r.source.message_ids])
@@ -108,7 +108,7 @@ def held_back(ctx: EngineContext, cache: LiveRecords, user_id: str, session_id: 
     said = [m for m in pending if m.role == "user" and (mode == "always" or has_change_cue(m.content))]
     if mode == "off" or not said or not candidates:
         return {}
-    live, read_now = cache.read(ctx, user_id, session_id, said, now)
+    live, read_now = cache.read(ctx, user_id, session_id, said, now, event_no=event_no)
     held: dict[int, str] = {}
     compared: list[dict] = []
     if live:

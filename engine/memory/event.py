@@ -14,14 +14,13 @@ from dataclasses import dataclass
 
 from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
-from engine.memory.extraction import Window, profile_name, to_records, windows
+from engine.memory.extraction import Window, call_extractor, profile_name, to_records, windows
 from engine.memory.gate import mature_prefix
 from engine.memory.profile import correct_profile, induct
 from engine.memory.results import EventOutcome
 from engine.memory.retrieval import record_text
 from engine.memory.update import UpdateStats, apply_updates
 from engine.memory.weights import tune_theme
-from engine.roles.types import ExtractionOutput
 
 __all__ = ["run_event", "new_event_no"]
 
@@ -100,7 +99,7 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
     chunk = window.new
     inp = window.as_input(user_id, session_id, profile_name(store.get_profile(user_id)))
     try:
-        out: ExtractionOutput = ctx.call_role("extractor", ctx.models.extractor.extract, inp)
+        out = call_extractor(ctx, inp, log_session=log_session, event_no=event_no, purpose="event")
         with store.transaction():
             recs = to_records(out, chunk, user_id=user_id, session_id=session_id, now=now)
             vecs = ctx.embedder.embed_documents([record_text(r) for r in recs]) if recs else []

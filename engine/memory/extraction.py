@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from engine.core.errors import MemlabError
 from engine.core.records import MemoryRecord, Message, SourcePointer, UserProfile
 from engine.core.timespans import parse_time_label
+from engine.memory.context import EngineContext
 from engine.roles.types import ExtractionInput, ExtractionOutput, WindowMessage
 
-__all__ = ["Window", "windows", "window_message", "profile_name", "to_records"]
+__all__ = ["Window", "windows", "window_message", "profile_name", "to_records", "extraction_entry",
+           "call_extractor"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,3 +87,28 @@ def to_records(out: ExtractionOutput, chunk: Sequence[Message], *, user_id: str,
             created_at=now, said_at=src_time, valid_from=src_time, lasting=x.lasting,
         ))
     return recs
+
+
+def call_extractor(ctx: EngineContext, inp: ExtractionInput, *, log_session: str, event_no: int | None,
+                   purpose: str) -> ExtractionOutput:
+    """Call the configured extractor (scripted or a model) and log what it saw and returned as an
+    "extraction" event: every extractor call goes through here, so every one can become a training
+    pair (`memlab export-extractions`). `purpose`: "event" (a memory event's window) or
+    "live-window" (the contradiction guard reading pending messages)."""
+    out: ExtractionOutput = ctx.call_role("extractor", ctx.models.extractor.extract, inp)
+    entry = extraction_entry(ctx.models.extractor, inp, out, mode=ctx.models.mode)
+    ctx.log(inp.user_id, log_session, "extraction", {**entry, "purpose": purpose}, event_no=event_no)
+    return out
+
+
+def extraction_entry(extractor: Any, inp: ExtractionInput, out: ExtractionOutput, *, mode: str) -> dict[str, Any]:
+    """What the extractor saw and returned, for the "extraction" event (training pairs).
+
+    `input` is the window as a model extractor gets it (`ExtractionInput.payload`, the same for the
+    scripted and the real roles), `output` the records it returned; `extractor` names the role's
+    class and `model` its model (`mode`, e.g. "scripted", when the role has no model settings).
+    """
+    settings = getattr(extractor, "settings", None)
+    return {"session": inp.session_id, "extractor": type(extractor).__name__,
+            "model": getattr(settings, "model", None) or mode,
+            "input": inp.payload(), "output": out.model_dump(mode="json")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.roles.ledger import Ledger
@@ -36,6 +36,16 @@ class Models:
             if hasattr(role, "ledger"):
                 role.ledger = ledger
         return self
+
+    def with_extractor(self, settings: Any) -> Models:
+        """The same roles, with the extractor on the chat model `settings` describe (a
+        `ModelSettings`): e.g. a compact local extractor behind an OpenAI-compatible base URL while
+        every other role stays as it is. The engine binds its ledger to it like to the others."""
+        from engine.roles.llm import LLMExtractor, make_chat_model
+
+        extractor = LLMExtractor(make_chat_model(settings), settings=settings)
+        where = f" at {settings.target_url}" if settings.target_url else ""
+        return replace(self, extractor=extractor, label=f"{self.label}; extractor: {settings.model}{where}")
 
     @classmethod
     def scripted(cls) -> Models:

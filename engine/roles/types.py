@@ -59,6 +59,16 @@ class ExtractionInput(_Model):
     context: list[WindowMessage] = Field(default_factory=list)
     new: list[WindowMessage]
 
+    def payload(self) -> dict[str, list[dict[str, object]]]:
+        """The window as a model extractor gets it (its user message, as JSON): context and new
+        messages with id, role, speaker, ISO time and content; no user or session ids."""
+
+        def msgs(ms: list[WindowMessage]) -> list[dict[str, object]]:
+            return [{"id": m.id, "role": m.role, "speaker": m.speaker, "at": m.at.isoformat(), "content": m.content}
+                    for m in ms]
+
+        return {"context": msgs(self.context), "new": msgs(self.new)}
+
 
 class ExtractedRecord(_Model):
     """A record as the extractor proposes it (the engine stamps ids, times and validity)."""

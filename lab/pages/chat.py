@@ -161,8 +161,8 @@ st.caption("Every step the engine logged for this user and session, newest first
 events = session_events
 if not events:
     st.caption("Nothing logged yet.")
-shown = st.multiselect("Kinds", EVENT_KINDS, default=[k for k in EVENT_KINDS if k not in ("stamp", "reply")],
-                       key="tl_kinds")
+quiet = ("stamp", "reply", "extraction")  # extraction: the window and records verbatim (memlab export-extractions)
+shown = st.multiselect("Kinds", EVENT_KINDS, default=[k for k in EVENT_KINDS if k not in quiet], key="tl_kinds")
 for e in [e for e in reversed(events) if e.kind in shown][:60]:
     tag = f" · event #{e.event_no}" if e.event_no is not None else ""
     icon = ":material/error:" if e.kind == "error" else None

@@ -39,12 +39,17 @@ from engine.roles.llm.guard import (
 from engine.roles.llm.repairs import drop_unknown_keys, validation_summary
 from engine.roles.llm.settings import ModelSettings
 
-__all__ = ["LLMRole", "RoleResult", "AttemptFailed", "Retryable"]
+__all__ = ["LLMRole", "RoleResult", "AttemptFailed", "Retryable", "compact_json"]
 
 log = logging.getLogger("engine.roles.llm")
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
+
+
+def compact_json(payload: Any) -> str:
+    """A role's input as its user message: compact JSON, keys in their order, non-ASCII kept."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,8 +132,7 @@ class LLMRole(Generic[In, Out]):
     # the call ----------------------------------------------------------------------------------
     def messages(self, inp: In) -> list[tuple[str, str]]:
         """The static system prompt, then the input as compact JSON."""
-        payload = json.dumps(self._payload(inp), ensure_ascii=False, separators=(",", ":"), sort_keys=False)
-        return [("system", self.instructions), ("human", payload)]
+        return [("system", self.instructions), ("human", compact_json(self._payload(inp)))]
 
     def run(self, inp: In) -> RoleResult[Out]:
         if not self.settings.offline and real_requests_forbidden():

@@ -86,11 +86,7 @@ class LLMExtractor(LLMRole[ExtractionInput, ExtractionOutput]):
     instructions = _EXTRACT
 
     def _payload(self, inp: ExtractionInput) -> dict[str, Any]:
-        def msgs(ms: list[Any]) -> list[dict[str, Any]]:
-            return [{"id": m.id, "role": m.role, "speaker": m.speaker, "at": m.at.isoformat(), "content": m.content}
-                    for m in ms]
-
-        return {"context": msgs(inp.context), "new": msgs(inp.new)}
+        return inp.payload()
 
     def extract(self, inp: ExtractionInput) -> ExtractionOutput:
         return self.run(inp).output
