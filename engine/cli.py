@@ -1,6 +1,6 @@
 """The `memlab` console script: argument parsing and dispatch to each command's main function.
 
-Commands: lab, demo, replay (and replay --compare), bench perf|locomo, tune, forget, check,
+Commands: lab, demo, replay (and replay --compare), bench perf|locomo|longmemeval, tune, forget, check,
 presets. The evaluation commands live in engine.eval; `lab`, `forget` and `presets` are a few
 lines each and stay here. User-input errors (a bad scenario, config, duration, path) print one
 readable line and exit 2; they never print a traceback.
@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     add_store_args(p)
 
-    p = sub.add_parser("bench", help="benchmarks: perf, locomo, knobs")
-    p.add_argument("which", choices=("perf", "locomo", "knobs"))
+    p = sub.add_parser("bench", help="benchmarks: perf, locomo, longmemeval, knobs")
+    p.add_argument("which", choices=("perf", "locomo", "longmemeval", "knobs"))
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("tune", help="sweep parameters over scenarios and save a preset")
@@ -105,6 +105,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from engine.eval.knobs import knobs_main
 
             return knobs_main(args.rest)
+        if args.which == "longmemeval":
+            from engine.eval.longmemeval import longmemeval_main
+
+            return longmemeval_main(args.rest)
         from engine.eval.locomo import locomo_main
 
         return locomo_main(args.rest)
