@@ -15,7 +15,12 @@ from engine.eval.longmemeval.data import (
     load_longmemeval,
     parse_lme_date,
 )
-from engine.eval.longmemeval.methods import DEFAULT_METHODS, METHODS, as_conversation, index_question
+from engine.eval.longmemeval.methods import (
+    DEFAULT_METHODS,
+    METHODS,
+    as_conversation,
+    index_question,
+)
 from engine.eval.longmemeval.report import (
     DEFAULT_KS,
     LmeMethodResult,

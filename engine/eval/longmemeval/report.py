@@ -23,9 +23,20 @@ from typing import Any
 
 from engine.core.errors import ConfigError
 from engine.eval.locomo.data import evidence_recall
-from engine.eval.locomo.methods import USER, CachedEmbedder, IngestStats, ingest_totals, tripath_config
+from engine.eval.locomo.methods import (
+    USER,
+    CachedEmbedder,
+    IngestStats,
+    ingest_totals,
+    tripath_config,
+)
 from engine.eval.longmemeval.data import LmeData, LmeQuestion, load_longmemeval
-from engine.eval.longmemeval.methods import DEFAULT_METHODS, METHODS, NOW_RULE, index_question
+from engine.eval.longmemeval.methods import (
+    DEFAULT_METHODS,
+    METHODS,
+    NOW_RULE,
+    index_question,
+)
 from engine.eval.runinfo import git_commit, machine, package_versions
 
 __all__ = ["DEFAULT_KS", "LmeMethodResult", "LmeResult", "run_longmemeval", "format_lme_report", "longmemeval_main"]
@@ -190,9 +201,9 @@ def format_lme_report(result: LmeResult) -> str:
     lines = [
         f"LongMemEval turn-level evidence recall — {cfg['data']}",
         f"embedder: {cfg['embedder']}; methods: {', '.join(cfg['methods'])}; k: {cfg['k']}; now: {cfg['now_rule']}",
-        f"questions: {c['questions_read']} read of {c['questions_in_file']} in the file; scored {c['questions_scored']}"
-        f"; abstention (_abs, not scored) {c['abstention']}; without has_answer turns (not scored) "
-        f"{c['without_evidence_turns']}; {c['sessions']} sessions, {c['turns']} turns",
+        (f"questions: {c['questions_read']} read of {c['questions_in_file']} in the file; scored "
+         f"{c['questions_scored']}; abstention (_abs, not scored) {c['abstention']}; without has_answer turns "
+         f"(not scored) {c['without_evidence_turns']}; {c['sessions']} sessions, {c['turns']} turns"),
         *_table(result, [int(k) for k in cfg["k"]]),
     ]
     for name, r in result.methods.items():
