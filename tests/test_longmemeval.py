@@ -99,6 +99,13 @@ def test_loader_reads_turn_evidence_and_counts_abstention(data_file):
     assert len(load_longmemeval(data_file, limit=2).questions) == 2
 
 
+def test_numeric_answers_and_ids_are_read_as_text(tmp_path):
+    # some published answers are integers ("How many ...?": 3)
+    qs = _broken(lambda qs: qs[1].update(answer=3, question_id=12345))
+    q = load_longmemeval(write(tmp_path, qs)).questions[1]
+    assert (q.answer, q.question_id) == ("3", "12345")
+
+
 def test_command_reports_recall_by_type_and_writes_json(data_file, tmp_path, capsys):
     out = tmp_path / "res" / "lme.json"
     assert run_cli("--data", str(data_file), "--ks", "1,5", "--methods", "bm25-turns,tripath-scripted",
