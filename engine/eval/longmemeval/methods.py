@@ -32,7 +32,8 @@ from engine.eval.longmemeval.data import LmeQuestion
 from engine.memory.engine import MemoryEngine
 from engine.stores.sqlite import SQLiteStore
 
-__all__ = ["METHODS", "DEFAULT_METHODS", "NOW_RULE", "LmeIndexed", "as_conversation", "index_question"]
+__all__ = ["METHODS", "DEFAULT_METHODS", "NOW_RULE", "LmeIndexed", "TextOnlyVectors", "as_conversation",
+           "index_question"]
 
 METHODS: tuple[str, ...] = (*TURN_METHODS, "tripath-scripted")
 DEFAULT_METHODS: tuple[str, ...] = ("bm25-turns", "tripath-scripted")
@@ -57,8 +58,25 @@ def as_conversation(q: LmeQuestion) -> Conversation:
                         questions=())
 
 
+class TextOnlyVectors:
+    """A constant unit vector for every text: `bm25-turns` ranks by full text alone, so its store's
+    vectors are never read; this spares embedding every raw turn (most of a haystack's cost)."""
+
+    name = "none (bm25-turns ranks by text)"
+    dim = 8
+    update_cosine = 1.0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0] + [0.0] * (self.dim - 1) for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0] + [0.0] * (self.dim - 1)
+
+
 def _turn_index(q: LmeQuestion, method: str, embedder: Any, max_k: int) -> LmeIndexed:
     conv = as_conversation(q)
+    if method == "bm25-turns":
+        embedder = TextOnlyVectors()
     if not conv.turns:
         store = SQLiteStore(":memory:", dim=embedder.dim, embedder_name=embedder.name)
         return LmeIndexed(rank=list, store=store)

@@ -159,6 +159,7 @@ def _run_config(data: LmeData, *, methods: Sequence[str], ks: Sequence[int], emb
         "now_rule": NOW_RULE,
         "isolation": "each question's haystack indexed alone in a fresh in-memory SQLite store (and engine)",
         "turn_text": "turn methods: 'role said, \"content\"'; tripath-scripted: messages keep their role",
+        "bm25_turns_vectors": "none: bm25-turns ranks by FTS5 BM25 alone, its turns are not embedded",
         "ingestion": "tripath-scripted: MemoryEngine.ingest per haystack session (clock at the session's end), "
                      "scripted models; retrieval: MemoryEngine.retrieve(user, question, session_id=..., log=True, "
                      "now=question_date)",
