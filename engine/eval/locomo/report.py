@@ -50,7 +50,9 @@ TUNED_NOTE: dict[str, Any] = {
     "on": "locomo_dev5.json, all five conversations, categories 1-4, MiniLM, recall@5/10/20 (no held-out split)",
     "weights": "alpha 1, beta 0, gamma 0 (tried 0.33/0.33/0.34 default, 0.8/0/0.2, 1/0/0)",
     "path_weights": "kept at the engine default 0.4/0.4/0.2 (tried dim 0.1 and 0.35: within +-0.01)",
-    "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting), fusion min-max",
+    "fusion": "min-max (.664 @10) over the engine default anchored (.631): here no seat is refused for low relevance",
+    "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
+    "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "
                "records are now the engine's own, made by MemoryEngine.ingest",
 }
