@@ -166,6 +166,19 @@ def _last_undoable(ctx: _Engine, user_id: str) -> Event:
     raise NothingToUndoError(f"user {user_id!r} has no hand edit left to undo")
 
 
+def _current_id(ctx: _Engine, user_id: str, rid: int) -> int:
+    """Follow supersession from `rid` to the version current now (a later edit undone leaves a copy;
+    a retraction ends the chain on itself)."""
+    seen = {rid}
+    for _ in range(UNDO_DEPTH):
+        found = ctx.store.get_records(user_id, [rid])
+        if not found or found[0].superseded_by is None or found[0].superseded_by in seen:
+            return rid
+        rid = int(found[0].superseded_by)
+        seen.add(rid)
+    return rid
+
+
 def undo_last_edit(ctx: _Engine, user_id: str) -> Event:
     """Undo the user's newest hand edit not yet undone (repeat to walk further back); returns the
     "user_edit" event of the undo (action "undo", `undoes` the undone event's id)."""
@@ -175,12 +188,12 @@ def undo_last_edit(ctx: _Engine, user_id: str) -> Event:
         before = MemoryRecord.from_dict(ev.payload["before"])
         now = ctx.now()
         if action in ("pin", "unpin"):
-            rec = _record(ctx, user_id, ids[0], action=f"undo the {action}")
+            rec = _record(ctx, user_id, _current_id(ctx, user_id, ids[0]), action=f"undo the {action}")
             after = ctx.store.update_record(replace(rec, tags=before.tags))
             written = [rec.id]
         else:
-            if action == "edit":  # the version the edit wrote gives way to the old one again
-                current = _record(ctx, user_id, ids[1], action="undo the edit")
+            if action == "edit":  # the version now current of what the edit wrote gives way to the old one
+                current = _record(ctx, user_id, _current_id(ctx, user_id, ids[1]), action="undo the edit")
             restored = _add(ctx, _fresh_copy(before, now))
             if action == "edit":
                 ctx.store.supersede(user_id, current.id, restored.id, now)
