@@ -6,7 +6,12 @@ import pytest
 
 from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
-from engine.core.errors import MemlabError, NothingToUndoError, RecordEditError, UnknownRecordError
+from engine.core.errors import (
+    MemlabError,
+    NothingToUndoError,
+    RecordEditError,
+    UnknownRecordError,
+)
 from engine.memory.engine import MemoryEngine
 from engine.stores.check import check_store
 

@@ -28,13 +28,13 @@ from engine.memory.retrieval import record_text
 __all__ = [
     "EDIT_KIND",
     "PINNED",
+    "edit_history",
     "edit_record",
-    "pin_record",
-    "unpin_record",
     "invalidate_record",
+    "pin_record",
     "supersede_record",
     "undo_last_edit",
-    "edit_history",
+    "unpin_record",
 ]
 
 EDIT_KIND = "user_edit"

@@ -142,9 +142,9 @@ if current:
         _apply("invalidate", chosen.id, done=f"Record #{chosen.id} invalidated.")
 elif records:
     st.info("No current record to correct; undo the last edit to bring one back.")
-if engine.events(user_id=user_id, kind="user_edit", limit=1):
-    if st.button("Undo last edit", key="mem_undo", icon=":material/undo:"):
-        _apply("undo", done="Undid the last hand edit.")
+if engine.events(user_id=user_id, kind="user_edit", limit=1) and st.button(
+        "Undo last edit", key="mem_undo", icon=":material/undo:"):
+    _apply("undo", done="Undid the last hand edit.")
 
 # -- profile --------------------------------------------------------------------------------
 st.subheader("Profile")
