@@ -130,7 +130,12 @@ def test_pin_holds_a_seat_and_unpin_and_undo(eng):
 def test_invalidate_and_undo(eng):
     engine, clock = eng
     dog = rec(engine, "alice", "Rex")
+    n_current = engine.store.count_records("alice", include_invalid=False)
     out = engine.invalidate_record("alice", dog.id)
+    assert engine.store.count_records("alice", include_invalid=False) == n_current - 1
+    assert dog.id not in [i for i, _ in engine.store.search_bm25("alice", "dog Rex", k=10)]
+    vec = engine.embedder.embed_query("dog Rex")
+    assert dog.id not in [i for i, _ in engine.store.search_dense("alice", vec, k=10)]
     assert out.invalid_at == clock.now() and not out.is_current
     assert all("Rex" not in r.content for r in engine.records("alice", include_invalid=False))
     assert all("Rex" not in r.content for r in picked(engine, "What is my dog called?")[0])
