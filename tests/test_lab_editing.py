@@ -90,6 +90,7 @@ def test_pin_invalidate_undo_and_export_replay(memory_page):
     _ok(at)
     assert not lab.engine.store.get_records("alice", [old.id])[0].is_current
     assert old.content not in list(_table(at)["content"])
+    assert any("retracted by hand" in m.value for m in at.markdown)
     at.button(key="mem_undo").click().run()
     _ok(at)
     assert old.content in list(_table(at)["content"])

@@ -99,6 +99,9 @@ else:
         with st.expander(f"History: {len(superseded)} superseded record(s)"):
             by_id = {r.id: r for r in records}
             for r in superseded:
+                if r.superseded_by == r.id:  # invalidated by hand: nothing replaces it
+                    st.markdown(f"~~#{r.id} {r.content}~~ retracted by hand (invalid since {ui.when(r.invalid_at)})")
+                    continue
                 nxt = by_id.get(r.superseded_by)
                 st.markdown(
                     f"~~#{r.id} {r.content}~~ → **#{r.superseded_by}** {nxt.content if nxt else ''} "
