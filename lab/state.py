@@ -6,8 +6,8 @@ clock) live in `st.session_state`, built once per browser session. Only the Mini
 immutable and slow to load, is shared across sessions (`st.cache_resource`, in lab/ui.py).
 
 Export/import of a whole lab session is a journal, not a database dump: the settings, the
-starting config and clock, and every action taken (turns, clock steps, config edits, forgets),
-plus a snapshot of the store for reading and checking. Import validates the file (pydantic, no
+starting config and clock, and every action taken (turns, clock steps, config edits, hand edits
+of memory, forgets), plus a snapshot of the store for reading and checking. Import validates the file (pydantic, no
 pickle, nothing executed), rebuilds a fresh engine and replays the journal through the public
 facade; with scripted models the replay is deterministic, and the snapshot confirms it.
 """
@@ -129,6 +129,26 @@ class LabSession:
         self.switch(session_id=f"s{n}")
         return self.session_id
 
+    def edit_memory(self, action: str, user_id: str, record_id: int | None = None, content: str | None = None):
+        """A hand edit of memory (engine.memory.editing): "edit" (with `content`), "pin", "unpin",
+        "invalidate" or "undo" (the user's last edit; no record id). Returns what the engine returns."""
+        engine = self.engine
+        if action == "edit":
+            out = engine.edit_record(user_id, record_id, content or "")
+        elif action in ("pin", "unpin", "invalidate"):
+            out = getattr(engine, f"{action}_record")(user_id, record_id)
+        elif action == "undo":
+            out = engine.undo_last_edit(user_id)
+        else:
+            raise ConfigError(f"unknown memory edit {action!r}; use edit, pin, unpin, invalidate or undo")
+        entry: dict[str, Any] = {"op": "edit", "action": action, "user_id": user_id}
+        if record_id is not None:
+            entry["record_id"] = int(record_id)
+        if action == "edit":
+            entry["content"] = content or ""
+        self.journal.append(entry)
+        return out
+
     def forget_user(self, user_id: str) -> dict[str, int]:
         removed = self.engine.forget_user(user_id)
         self.journal.append({"op": "forget", "user_id": user_id})
@@ -247,7 +267,15 @@ class _Forget(_Strict):
     user_id: str = Field(min_length=1, max_length=200)
 
 
-_Action = Annotated[_Turn | _Advance | _Config | _Forget, Field(discriminator="op")]
+class _Edit(_Strict):
+    op: Literal["edit"]
+    action: Literal["edit", "pin", "unpin", "invalidate", "undo"]
+    user_id: str = Field(min_length=1, max_length=200)
+    record_id: int | None = None
+    content: str | None = Field(default=None, max_length=100_000)
+
+
+_Action = Annotated[_Turn | _Advance | _Config | _Forget | _Edit, Field(discriminator="op")]
 
 
 class _SettingsIO(_Strict):
@@ -382,6 +410,8 @@ def import_session(data: str | bytes, *, embedder_for: Callable[[str], Any] | No
                 lab.fast_forward(timedelta(seconds=action.seconds))
             elif isinstance(action, _Config):
                 lab.set_config(MemoryConfig.from_dict(action.config))
+            elif isinstance(action, _Edit):
+                lab.edit_memory(action.action, action.user_id, action.record_id, action.content)
             else:
                 lab.forget_user(action.user_id)
         final = MemoryConfig.from_dict(doc.config)

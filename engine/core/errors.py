@@ -22,6 +22,9 @@ __all__ = [
     "ModelCallError",
     "RealModelForbiddenError",
     "EmbeddingError",
+    "RecordEditError",
+    "UnknownRecordError",
+    "NothingToUndoError",
 ]
 
 
@@ -86,3 +89,16 @@ class RealModelForbiddenError(MemlabUsageError):
 
 class EmbeddingError(MemlabRuntimeError):
     """The embedder failed or returned vectors of the wrong shape."""
+
+
+class RecordEditError(MemlabUsageError):
+    """A hand edit of memory (engine.memory.editing) cannot be done as asked."""
+
+
+class UnknownRecordError(RecordEditError, LookupError):
+    """The record id is not among the user's records: unknown, or another user's (edits never
+    cross users, and the message does not say which, so no user learns of another's records)."""
+
+
+class NothingToUndoError(RecordEditError):
+    """`undo_last_edit` found no hand edit of the user left to undo."""

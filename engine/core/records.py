@@ -21,6 +21,7 @@ __all__ = [
     "MEMORY_TYPES",
     "TAGS",
     "TYPE_SCORES",
+    "USER_TAGS",
     "PROFILE_FIELDS",
     "Message",
     "TimeSpan",
@@ -51,6 +52,9 @@ TYPE_SCORES: dict[str, float] = {
     "safety": 0.95,
 }
 TAGS: tuple[str, ...] = tuple(TYPE_SCORES)
+#: Tags only a person sets by hand (engine.memory.editing), never a model: no type score of their
+#: own (importance ignores them); "pinned" holds a seat in every retrieval (ranking's pinned floor).
+USER_TAGS: tuple[str, ...] = ("pinned",)
 #: The profile's fields; `name` (the user's own name) holds one value, a new name replaces the old.
 PROFILE_FIELDS: tuple[str, ...] = (
     "name",
@@ -230,9 +234,9 @@ class MemoryRecord:
         problems = []
         if self.memory_type not in MEMORY_TYPES:
             problems.append(f"memory_type {self.memory_type!r} is not one of {', '.join(MEMORY_TYPES)}")
-        bad = [t for t in self.tags if t not in TYPE_SCORES]
+        bad = [t for t in self.tags if t not in TYPE_SCORES and t not in USER_TAGS]
         if bad:
-            problems.append(f"tags {bad} are not among {', '.join(TAGS)}")
+            problems.append(f"tags {bad} are not among {', '.join(TAGS + USER_TAGS)}")
         if self.strengthen_count < 0:
             problems.append("strengthen_count must be >= 0")
         if problems:
@@ -406,6 +410,7 @@ EVENT_KINDS = (
     "reply",
     "error",
     "forget",
+    "user_edit",
 )
 
 

@@ -33,6 +33,7 @@ from engine.core.errors import ClockError, ConfigError, ModelCallError
 from engine.core.records import Event, MemoryRecord, Message, UserProfile
 from engine.core.tokens import ApproxTokenCounter, TokenCounter, content_text
 from engine.memory.context import Recovery
+from engine.memory import editing
 from engine.memory.contradiction import LiveRecords
 from engine.memory.event import new_event_no, run_event
 from engine.memory.gate import gate_status
@@ -329,6 +330,30 @@ class MemoryEngine:
 
     def events(self, **filters) -> list[Event]:
         return self.store.events(**filters)
+
+    # ------------------------------------------------------------------ hand edits (engine.memory.editing)
+    def edit_record(self, user_id: str, record_id: int, content: str) -> MemoryRecord:
+        """Correct a record by hand: a new, re-embedded version supersedes it (nothing is deleted)."""
+        return editing.edit_record(self, user_id, record_id, content)
+
+    def pin_record(self, user_id: str, record_id: int) -> MemoryRecord:
+        """Pin a record: it holds a seat in every retrieval, like a safety record."""
+        return editing.pin_record(self, user_id, record_id)
+
+    def unpin_record(self, user_id: str, record_id: int) -> MemoryRecord:
+        return editing.unpin_record(self, user_id, record_id)
+
+    def invalidate_record(self, user_id: str, record_id: int) -> MemoryRecord:
+        """Retract a record from now on (it stays, invalid, superseded by itself)."""
+        return editing.invalidate_record(self, user_id, record_id)
+
+    def supersede_record(self, user_id: str, old_id: int, new_id: int) -> MemoryRecord:
+        """Say by hand that record `new_id` replaces record `old_id`."""
+        return editing.supersede_record(self, user_id, old_id, new_id)
+
+    def undo_last_edit(self, user_id: str) -> Event:
+        """Undo the user's newest hand edit not yet undone; returns the undo's "user_edit" event."""
+        return editing.undo_last_edit(self, user_id)
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Erase every trace of a user (messages, records, vectors, full text, profile, logs)."""

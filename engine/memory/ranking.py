@@ -100,7 +100,8 @@ def _scores(candidates: Sequence[Candidate], *, config: MemoryConfig, weights: W
 def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig,
             excluded: Mapping[int, str], S: np.ndarray, spread: bool = False) -> _Seats:
     """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
-    matters when dinner is discussed without the word), then one floor seat per `always_inject_types`
+    matters when dinner is discussed without the word), then one seat for a record the user pinned
+    by hand (relevance or not), then one floor seat per `always_inject_types`
     tag, then top-K by S. Floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
     irrelevant one) and S ≥ `min_score_ratio` of the best candidate's S (decay and importance can
     take a seat away); nothing may overflow the injection token budget."""
@@ -116,7 +117,7 @@ def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: Me
         elif float(S[i]) < floor_s - 1e-12:
             unearned[i] = f"score below {config.min_score_ratio:g} of the best"
     used_tokens = 0
-    floors = [("safety", "safety", False)] * config.safety_seats + [
+    floors = [("safety", "safety", False)] * config.safety_seats + [("pinned", "pinned", False)] + [
         (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
     for tag, why, must_earn in floors:
         for i in order:

@@ -48,6 +48,9 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
              store.records(user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)}
     safety = {r.id: r for r in store.records(user_id, tags_any=["safety"], limit=cfg.candidate_k,
                                              newest_first=True)} if cfg.safety_seats else {}
+    # records pinned by hand hold a seat the same way (engine.memory.editing)
+    safety.update({r.id: r for r in store.records(user_id, tags_any=["pinned"], limit=cfg.candidate_k,
+                                                  newest_first=True)})
     outright = sorted({**safety, **floor}) if cfg.min_relevance <= 0 else sorted(safety)
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)

@@ -7,7 +7,8 @@ engine relies on. This reads every row and reports each broken invariant as one 
   or at another user's message; a record only grounds on messages its session's cursor covers;
 - records, vectors and full-text rows match one to one (same ids, same user, same validity);
 - no cross-user references (record sources, supersession, scoring rows, profile history);
-- `invalid_at` is set exactly when `superseded_by` is, and the superseding record exists;
+- `invalid_at` is set exactly when `superseded_by` is, and the superseding record exists (a record
+  superseded by itself was retracted by hand: engine.memory.editing.invalidate_record);
 - the summary rows the bounded reads use (session heads, record counts) match the rows;
 - every current record's vector and full-text row were computed from its current content
   (`engine.stores.check_content`: re-embedded with the file's own embedder, body re-derived).
@@ -130,9 +131,9 @@ def _check_supersession(q: Callable[..., list], t: _Tables) -> list[str]:
             problems.append(f"record {rid} of user {uid!r}: valid flag {valid} disagrees with invalid_at {invalid_at!r}")
         if sup is None:
             continue
-        if sup == rid:
-            problems.append(f"record {rid} of user {uid!r} is superseded by itself")
-        elif sup not in t.rec_owner:
+        if sup == rid:  # retracted by hand (engine.memory.editing.invalidate_record): no successor
+            continue
+        if sup not in t.rec_owner:
             problems.append(f"record {rid} of user {uid!r} is superseded by record {sup}, which does not exist")
         elif t.rec_owner[sup] != uid:
             problems.append(f"cross-user reference: record {rid} of user {uid!r} is superseded by record {sup} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.core.errors import MemlabError
 from engine.core.forgetting import decay, maturity
 from lab import ui
 from lab.state import get_lab
@@ -98,11 +99,55 @@ else:
         with st.expander(f"History: {len(superseded)} superseded record(s)"):
             by_id = {r.id: r for r in records}
             for r in superseded:
+                if r.superseded_by == r.id:  # invalidated by hand: nothing replaces it
+                    st.markdown(f"~~#{r.id} {r.content}~~ retracted by hand (invalid since {ui.when(r.invalid_at)})")
+                    continue
                 nxt = by_id.get(r.superseded_by)
                 st.markdown(
                     f"~~#{r.id} {r.content}~~ → **#{r.superseded_by}** {nxt.content if nxt else ''} "
                     f"(invalid since {ui.when(r.invalid_at)})"
                 )
+
+# -- correct by hand -------------------------------------------------------------------------
+st.subheader("Correct by hand")
+st.caption(
+    "Edit, pin or invalidate one record. An edit writes a new, re-embedded version that supersedes "
+    "the old one (nothing is deleted); a pinned record holds a seat in every retrieval, like a safety "
+    "record; invalidating retracts it from now on. Each change is a `user_edit` event, and **Undo "
+    "last edit** reverses the newest one (again for the one before)."
+)
+
+
+def _apply(action: str, record_id: int | None = None, content: str | None = None, done: str = "") -> None:
+    try:
+        lab.edit_memory(action, user_id, record_id, content)
+    except MemlabError as exc:
+        st.error(str(exc))
+        return
+    lab.notice = done
+    st.rerun()
+
+
+current = [r for r in records if r.is_current]
+if current:
+    by_current = {r.id: r for r in current}
+    pick = st.selectbox("Record", list(by_current), key="mem_edit_pick",
+                        format_func=lambda rid: f"#{rid} {by_current[rid].content}")
+    chosen = by_current[pick]
+    new_text = st.text_area("Content", value=chosen.content, key=f"mem_edit_text_{chosen.id}")
+    b1, b2, b3 = st.columns(3)
+    if b1.button("Save edit", key="mem_edit_save", icon=":material/edit:"):
+        _apply("edit", chosen.id, new_text, f"Record #{chosen.id} edited: a new version supersedes it.")
+    pinned = "pinned" in chosen.tags
+    if b2.button("Unpin" if pinned else "Pin", key="mem_pin", icon=":material/push_pin:"):
+        _apply("unpin" if pinned else "pin", chosen.id, done=f"Record #{chosen.id} {'un' if pinned else ''}pinned.")
+    if b3.button("Invalidate", key="mem_invalidate", icon=":material/block:"):
+        _apply("invalidate", chosen.id, done=f"Record #{chosen.id} invalidated.")
+elif records:
+    st.info("No current record to correct; undo the last edit to bring one back.")
+if engine.events(user_id=user_id, kind="user_edit", limit=1) and st.button(
+        "Undo last edit", key="mem_undo", icon=":material/undo:"):
+    _apply("undo", done="Undid the last hand edit.")
 
 # -- profile --------------------------------------------------------------------------------
 st.subheader("Profile")
