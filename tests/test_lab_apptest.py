@@ -221,7 +221,7 @@ def test_curves_edit_the_live_config_and_reset(chatted):
     at = _open(chatted, "curves")
     lab = _lab(at)
     assert len(at.get("vega_lite_chart")) == 3
-    at.number_input(key="e_tau").set_value(7200.0)
+    at.text_input(key="e_tau").set_value("2h")
     at.button(key="FormSubmitter:curves_edit-Apply to the live engine").click().run()
     _ok(at)
     assert lab.engine.config.tau == 7200.0 and lab.engine.config.preset == "custom"

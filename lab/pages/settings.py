@@ -45,7 +45,7 @@ if preset != current and st.button(f"Apply preset {preset!r}", key="apply_preset
     st.rerun()
 cfg = lab.engine.config
 st.caption(
-    f"Live: τ_m {cfg.tau_m:g}s · c_m {cfg.c_m:g} · τ {cfg.tau:g}s · c {cfg.c:g} · slice {cfg.slice_value:g} · "
+    f"Live: τ_m {ui.format_seconds(cfg.tau_m)} · c_m {cfg.c_m:g} · τ {ui.format_seconds(cfg.tau)} · c {cfg.c:g} · slice {cfg.slice_value:g} · "
     f"long-term {cfg.long_term_value:g} · trigger {cfg.trigger} ≥ {cfg.trigger_threshold:g} · top-K {cfg.top_k}"
 )
 
