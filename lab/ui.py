@@ -165,4 +165,4 @@ def _custom_step(lab: LabSession) -> None:
 
 
 def _new_session(lab: LabSession) -> None:
-    st.session_state["chat_session"] = lab.new_session()
+    lab.new_session()  # the chat page seeds its session field from the lab

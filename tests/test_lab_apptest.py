@@ -351,6 +351,7 @@ def test_real_models_only_when_configured(monkeypatch):
     assert not at.radio(key="set_mode").proto.disabled
     at.radio(key="set_mode").set_value("real")
     at.text_input(key="set_base_url").set_value("http://127.0.0.1:9/v1")
+    at.checkbox(key="set_confirm_fresh").check()
     at.button(key="FormSubmitter:engine_parts-Apply and start a fresh engine").click().run()
     _ok(at)
     lab = _lab(at)
