@@ -9,7 +9,8 @@ from engine.core.errors import MemlabError
 from engine.core.records import EVENT_KINDS
 from lab import ui
 from lab.state import get_lab
-from lab.turn_trace import Trace, traces
+from engine.core.text import keywords as text_keywords
+from lab.turn_trace import MISSED_CAPTION, Trace, missed_words, traces
 
 lab = get_lab()
 engine = lab.engine
@@ -98,11 +99,19 @@ with chat_col:
                 "No messages in this session yet. Tell the assistant something about yourself "
                 "(\"I'm Alice, I live in Lisbon, I prefer window seats\"), then fast-forward the clock."
             )
+        question = ""
         for m in messages:
+            if m.role == "user":
+                question = m.content
             with st.chat_message("user" if m.role == "user" else "assistant"):
                 st.markdown(m.content)
                 st.caption(f"#{m.id} · {ui.when(m.created_at)}")
                 if m.role == "assistant" and (tr := reply_traces.get(m.id)) is not None:
+                    if missed := missed_words(m.content, tr.keywords or text_keywords(question),
+                                              [seat.text for seat in tr.injected]):
+                        caption = MISSED_CAPTION if engine.models.mode == "scripted" else \
+                            MISSED_CAPTION.replace("the offline scripted model", "the model")
+                        st.caption(f":orange[{caption}] (the injected records mention: {', '.join(missed)})")
                     n = len(tr.injected)
                     with st.expander(f"memory trace · turn {tr.turn} · {n} record{'s' if n != 1 else ''} injected"
                                      + (f" · event #{tr.event_no}" if tr.event_fired else "")):
