@@ -7,9 +7,9 @@ import streamlit as st
 
 from engine.core.errors import MemlabError
 from engine.core.records import EVENT_KINDS
+from engine.core.text import keywords as text_keywords
 from lab import ui
 from lab.state import get_lab
-from engine.core.text import keywords as text_keywords
 from lab.turn_trace import MISSED_CAPTION, Trace, missed_words, traces
 
 lab = get_lab()
