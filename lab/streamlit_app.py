@@ -18,7 +18,7 @@ import streamlit as st  # noqa: E402
 from lab import ui  # noqa: E402
 from lab.state import get_lab  # noqa: E402
 
-st.set_page_config(page_title="memlab lab", page_icon=":material/neurology:", layout="wide")
+st.set_page_config(page_title="memlab lab", page_icon="🧠", layout="wide")
 
 _PAGES = Path(__file__).resolve().parent / "pages"
 pages = {

@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EVENT_STEP_KINDS", "Seat", "Trace", "traces"]
+from engine.core.text import content_tokens, normalize
+
+__all__ = ["DONT_KNOW", "EVENT_STEP_KINDS", "MISSED_CAPTION", "Seat", "Trace", "missed_words", "traces"]
+
+#: How a reply says it does not know (lower-cased, curly apostrophes straightened before matching).
+DONT_KNOW = ("i don't know", "i do not know", "i dont know", "我不知道")
+#: The caption put under such a reply when the injected records named the question's keywords.
+MISSED_CAPTION = "the answer may have been in what the model saw; the offline scripted model did not use it"
 
 #: Log kinds that only appear when a memory event ran in the turn.
 EVENT_STEP_KINDS = ("session", "overflow", "extract", "update", "induct", "truncate")
@@ -39,6 +46,7 @@ class Trace:
     reinforced: tuple[int, ...] = ()
     left_out: Seat | None = None
     retrieved: bool = False  # False: no retrieval this turn (on_event policy kept earlier picks)
+    keywords: tuple[str, ...] = ()  # the retrieval's parsed query keywords (empty without a retrieval)
 
     @property
     def event_fired(self) -> bool:
@@ -75,7 +83,9 @@ def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
         nearest = max(left, key=lambda r: (r.S, -r.record_id)) if left else None
         raw[msg_id] = {"turn": turn, "event_no": fired, "gate": gate if fired is not None else None, "added": added,
                        "rows": {r.record_id: r for r in rows}, "picked": picked, "reinforced": reinforced,
-                       "nearest": nearest, "retrieved": retrieve is not None}
+                       "nearest": nearest, "retrieved": retrieve is not None,
+                       "keywords": tuple(str(k) for k in ((retrieve.payload.get("query") or {}).get("keywords") or ())
+                                         ) if retrieve is not None else ()}
         wanted.update(picked)
         if nearest is not None:
             wanted.add(nearest.record_id)
@@ -93,8 +103,27 @@ def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
         n = r["nearest"]
         out[msg_id] = Trace(
             turn=r["turn"], event_no=r["event_no"], gate=r["gate"], added=r["added"], injected=seats,
-            reinforced=r["reinforced"], retrieved=r["retrieved"],
+            reinforced=r["reinforced"], retrieved=r["retrieved"], keywords=r["keywords"],
             left_out=None if n is None else Seat(record_id=n.record_id, text=text.get(n.record_id, f"record #{n.record_id}"),
                                                  why=n.why, S=n.S, verdict=n.verdict),
         )
+    return out
+
+
+def missed_words(reply: str, keywords: Iterable[str], injected: Iterable[str]) -> list[str]:
+    """The question's keywords that the injected records contain, when the reply says it does not
+    know; empty when the reply answers or no keyword was in what the model saw.
+
+    A non-empty answer means the stand-in may have missed an answer it was shown (its word-overlap
+    rule wants about half the question's words in one line).
+    """
+    said = normalize(reply or "").replace("’", "'")
+    if not any(phrase in said for phrase in DONT_KNOW):
+        return []
+    seen = {tok for text in injected for tok in content_tokens(text or "")}
+    out: list[str] = []
+    for word in keywords:
+        toks = content_tokens(str(word))
+        if toks and all(t in seen for t in toks) and word not in out:
+            out.append(word)
     return out

@@ -5,15 +5,17 @@ Rendering only: every number shown comes from the engine.
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import datetime
 
 import streamlit as st
 
-from engine.core.clock import format_duration, parse_duration
+from engine.core.clock import parse_duration
 from engine.core.errors import MemlabError
 from lab.state import LabSession
 
-__all__ = ["header", "sidebar_status", "clock_panel", "minilm_embedder", "embedder_for", "when", "age", "FAST_FORWARD"]
+__all__ = ["format_seconds", "parse_seconds", "header", "sidebar_status", "clock_panel", "minilm_embedder", "embedder_for", "when", "age", "FAST_FORWARD"]
 
 #: The fast-forward buttons of the clock panel: label → duration string for engine.clock.
 FAST_FORWARD = {"+1 min": "1min", "+1 h": "1h", "+1 day": "1d", "+1 week": "1w"}
@@ -33,12 +35,80 @@ def embedder_for(name: str):
     return minilm_embedder() if name == "minilm" else None
 
 
+#: The lab's one set of duration units, largest first: every page shows τ, τ_m and gate times in these.
+_UNITS = (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0))
+#: What `parse_seconds` reads as each unit (case-insensitive).
+_UNIT_WORDS = {
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+}
+_PART = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def format_seconds(seconds: float, *, exact: bool = False) -> str:
+    """Seconds in the lab's one unit set: 43200 → "12 h", 1800 → "30 min", 259200 → "3 d".
+
+    The largest unit that is at least 1 is used. Shown values keep 3 significant digits
+    (90000 → "1.04 d"); `exact=True` is for editable fields: it picks the largest unit whose value
+    reads back without loss (90000 → "25 h"), so `parse_seconds(format_seconds(x, exact=True)) == x`.
+    """
+    s = float(seconds)
+    if not math.isfinite(s):
+        return str(s)
+    if s < 0:
+        return "-" + format_seconds(-s, exact=exact)
+    for unit, size in _UNITS:
+        if s < size and size > 1.0:
+            continue
+        value = s / size
+        if size == 1.0 and exact:
+            return f"{s:.6f}".rstrip("0").rstrip(".") + " s"
+        if not exact:
+            return f"{float(f'{value:.3g}'):g} {unit}"
+        text = f"{value:.6g}"
+        if math.isclose(float(text) * size, s, rel_tol=1e-12, abs_tol=1e-9):
+            return f"{text} {unit}"
+    raise AssertionError("unreachable: the seconds unit always matches")
+
+
+def parse_seconds(text: str | float) -> float:
+    """Read a duration as seconds: "12h", "30m", "3d", "90s", "1h30m", "1.5 h", "2 days" or a plain
+    number of seconds ("90"). Anything else raises ValueError with a message that says what to write."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        raw = str(text).strip()
+        if not raw:
+            raise ValueError("empty duration; write e.g. 90s, 30m, 12h or 3d (a plain number is seconds)")
+        value, pos, units = 0.0, 0, 0
+        while pos < len(raw):
+            m = _PART.match(raw, pos)
+            if m is None or m.end() == pos:
+                raise ValueError(f"can't read {raw!r} as a duration; write e.g. 90s, 30m, 12h or 3d "
+                                 "(a plain number is seconds)")
+            number, unit = m.group(1), m.group(2).lower()
+            if unit and unit not in _UNIT_WORDS:
+                raise ValueError(f"unknown unit {m.group(2)!r} in {raw!r}; use s, min (or m), h, d or w")
+            if not unit and (units or m.end() < len(raw)):
+                raise ValueError(f"can't read {raw!r} as a duration: every part after the first needs a unit "
+                                 "(e.g. 1h30m)")
+            value += float(number) * (_UNIT_WORDS[unit] if unit else 1.0)
+            units += 1
+            pos = m.end()
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"duration {text!r} must be a finite, non-negative number of seconds")
+    return value
+
+
 def when(value: datetime | None) -> str:
     return "—" if value is None else value.strftime("%a %Y-%m-%d %H:%M:%S %Z")
 
 
 def age(seconds: float) -> str:
-    return format_duration(max(0.0, seconds))
+    return format_seconds(max(0.0, seconds))
 
 
 def sidebar_status(lab: LabSession) -> None:
@@ -95,4 +165,4 @@ def _custom_step(lab: LabSession) -> None:
 
 
 def _new_session(lab: LabSession) -> None:
-    st.session_state["chat_session"] = lab.new_session()
+    lab.new_session()  # the chat page seeds its session field from the lab

@@ -221,7 +221,7 @@ def test_curves_edit_the_live_config_and_reset(chatted):
     at = _open(chatted, "curves")
     lab = _lab(at)
     assert len(at.get("vega_lite_chart")) == 3
-    at.number_input(key="e_tau").set_value(7200.0)
+    at.text_input(key="e_tau").set_value("2h")
     at.button(key="FormSubmitter:curves_edit-Apply to the live engine").click().run()
     _ok(at)
     assert lab.engine.config.tau == 7200.0 and lab.engine.config.preset == "custom"
@@ -351,6 +351,7 @@ def test_real_models_only_when_configured(monkeypatch):
     assert not at.radio(key="set_mode").proto.disabled
     at.radio(key="set_mode").set_value("real")
     at.text_input(key="set_base_url").set_value("http://127.0.0.1:9/v1")
+    at.checkbox(key="set_confirm_fresh").check()
     at.button(key="FormSubmitter:engine_parts-Apply and start a fresh engine").click().run()
     _ok(at)
     lab = _lab(at)

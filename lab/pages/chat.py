@@ -7,9 +7,10 @@ import streamlit as st
 
 from engine.core.errors import MemlabError
 from engine.core.records import EVENT_KINDS
+from engine.core.text import keywords as text_keywords
 from lab import ui
 from lab.state import get_lab
-from lab.turn_trace import Trace, traces
+from lab.turn_trace import MISSED_CAPTION, Trace, missed_words, traces
 
 lab = get_lab()
 engine = lab.engine
@@ -39,11 +40,18 @@ ui.header(
     "let time pass; watch the working memory mature and the timeline fill."
 )
 
+# The switch form's fields show the current user and session. They are seeded through Session State
+# only (no value= as well: Streamlit warns when a keyed widget gets both), and only when they differ,
+# so a rerun never overwrites what is being typed.
+for _key, _value in (("chat_user", lab.user_id), ("chat_session", lab.session_id)):
+    if st.session_state.get(_key) != _value:
+        st.session_state[_key] = _value
+
 with st.expander(f"User **{lab.user_id}**, session **{lab.session_id}** (change)", expanded=False):
     with st.form("switch_form", border=False):
         c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
-        c1.text_input("User", value=lab.user_id, key="chat_user")
-        c2.text_input("Session", value=lab.session_id, key="chat_session")
+        c1.text_input("User", key="chat_user")
+        c2.text_input("Session", key="chat_session")
         c3.form_submit_button("Switch", on_click=_switch)
     known = {u: engine.store.sessions(u) for u in engine.store.users()}
     if known:
@@ -91,11 +99,19 @@ with chat_col:
                 "No messages in this session yet. Tell the assistant something about yourself "
                 "(\"I'm Alice, I live in Lisbon, I prefer window seats\"), then fast-forward the clock."
             )
+        question = ""
         for m in messages:
+            if m.role == "user":
+                question = m.content
             with st.chat_message("user" if m.role == "user" else "assistant"):
                 st.markdown(m.content)
                 st.caption(f"#{m.id} · {ui.when(m.created_at)}")
                 if m.role == "assistant" and (tr := reply_traces.get(m.id)) is not None:
+                    if missed := missed_words(m.content, tr.keywords or text_keywords(question),
+                                              [seat.text for seat in tr.injected]):
+                        caption = MISSED_CAPTION if engine.models.mode == "scripted" else \
+                            MISSED_CAPTION.replace("the offline scripted model", "the model")
+                        st.caption(f":orange[{caption}] (the injected records mention: {', '.join(missed)})")
                     n = len(tr.injected)
                     with st.expander(f"memory trace · turn {tr.turn} · {n} record{'s' if n != 1 else ''} injected"
                                      + (f" · event #{tr.event_no}" if tr.event_fired else "")):
@@ -120,7 +136,8 @@ with side_col:
     with st.container(border=True):
         st.markdown("##### Gate")
         g1, g2, g3 = st.columns(3)
-        g1.metric("Pending", gate.pending, help="messages not yet extracted")
+        # gate is counted as if the next message arrived now; Pending shows only what was really said
+        g1.metric("Pending", len(engine.pending(lab.user_id, lab.session_id)), help="messages not yet extracted")
         g2.metric("Maturity", f"{gate.maturity:.2f}", help=f"opens at slice_value {gate.slice_value:g}")
         g3.metric("Trigger", f"{gate.trigger_value:g} / {gate.trigger_threshold:g}",
                   help=f"{gate.trigger}: opens at {gate.trigger_threshold:g}")

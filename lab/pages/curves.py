@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from engine.core.clock import format_duration
 from engine.core.config import PRESETS, MemoryConfig
 from engine.core.errors import ConfigError
 from engine.core.forgetting import decay, importance, maturity, tag_union
@@ -39,6 +38,7 @@ other_name = st.selectbox(
 other = MemoryConfig.from_preset(other_name)
 log_x = st.toggle("Log time axis", value=True, key="curves_log",
                   help="Presets differ tenfold in their time scales; a log axis shows both")
+DURATION_HELP = "A duration: 90s, 30min (or 30m), 12h, 3d, 1h30m; a plain number is seconds"
 labels = {"live": f"live ({cfg.preset})", "other": f"{other_name}"}
 #: Width follows the column, height is the plot's own (Streamlit's default "fit" squeezed the plot
 #: into the height left over by the axis titles and the legend).
@@ -46,10 +46,10 @@ _FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def _unit(max_seconds: float) -> tuple[str, float]:
-    for name, size, limit in (("minutes", 60.0, 3 * 3600), ("hours", 3600.0, 4 * 86400)):
+    for name, size, limit in (("min", 60.0, 3 * 3600), ("h", 3600.0, 4 * 86400)):
         if max_seconds <= limit:
             return name, size
-    return "days", 86400.0
+    return "d", 86400.0  # the same unit names as ui.format_seconds
 
 
 def _grid(span: float) -> np.ndarray:
@@ -94,7 +94,7 @@ for key, c in (("live", cfg), ("other", other)):
                                 "config": labels[key]}))
     for mark, seconds, y in (("slice gate", c.slice_gate_seconds, c.slice_value),
                              ("induction gate", c.induction_gate_seconds, c.long_term_value)):
-        marks.append({x_m: seconds / size_m, "mark": mark, "at": format_duration(seconds), "config": labels[key],
+        marks.append({x_m: seconds / size_m, "mark": mark, "at": ui.format_seconds(seconds), "config": labels[key],
                       "ypos": y - (0.08 if key == "other" else 0.0)})
 left.altair_chart(_line_chart(pd.concat(frames), pd.DataFrame(marks), x=x_m, y="M", title="Maturity M(Δt)"),
                   width="stretch")
@@ -108,7 +108,7 @@ frames, marks = [], []
 for key, c in (("live", cfg), ("other", other)):
     frames.append(pd.DataFrame({x_t: grid_t / size_t, "T": decay(grid_t, tau=c.tau, c=c.c), "config": labels[key]}))
     hl = c.decay_half_life_seconds
-    marks.append({x_t: hl / size_t, "mark": "half-life", "at": format_duration(hl), "config": labels[key],
+    marks.append({x_t: hl / size_t, "mark": "half-life", "at": ui.format_seconds(hl), "config": labels[key],
                   "ypos": 0.5 - (0.08 if key == "other" else 0.0)})
 right.altair_chart(_line_chart(pd.concat(frames), pd.DataFrame(marks), x=x_t, y="T", title="Decay T(Δt)"),
                    width="stretch")
@@ -134,9 +134,9 @@ with right:
     st.dataframe(
         pd.DataFrame(
             [
-                {"": labels[k], "slice gate": format_duration(c.slice_gate_seconds),
-                 "induction gate": format_duration(c.induction_gate_seconds),
-                 "decay half-life": format_duration(c.decay_half_life_seconds)}
+                {"": labels[k], "slice gate": ui.format_seconds(c.slice_gate_seconds),
+                 "induction gate": ui.format_seconds(c.induction_gate_seconds),
+                 "decay half-life": ui.format_seconds(c.decay_half_life_seconds)}
                 for k, c in (("live", cfg), ("other", other))
             ]
         ),
@@ -148,10 +148,12 @@ st.subheader("Edit the live config")
 st.caption("Applies to the running engine at once: the next chat turn gates, decays and ranks with these values.")
 with st.form("curves_edit"):
     c1, c2, c3 = st.columns(3)
-    tau_m = c1.number_input("τ_m (s), maturity scale", min_value=1.0, value=float(cfg.tau_m), step=60.0, key="e_tau_m")
+    tau_m_text = c1.text_input("τ_m, maturity scale", value=ui.format_seconds(cfg.tau_m, exact=True), key="e_tau_m",
+                               help=DURATION_HELP)
     c_m = c1.number_input("c_m, maturity shape", min_value=0.05, max_value=5.0, value=float(cfg.c_m), step=0.05,
                           key="e_c_m")
-    tau = c2.number_input("τ (s), decay scale", min_value=1.0, value=float(cfg.tau), step=3600.0, key="e_tau")
+    tau_text = c2.text_input("τ, decay scale", value=ui.format_seconds(cfg.tau, exact=True), key="e_tau",
+                             help=DURATION_HELP)
     c = c2.number_input("c, decay shape", min_value=0.05, max_value=5.0, value=float(cfg.c), step=0.05, key="e_c")
     slice_value = c3.number_input("slice_value (gate)", min_value=0.0, max_value=0.999, value=float(cfg.slice_value),
                                   step=0.01, key="e_slice")
@@ -160,9 +162,12 @@ with st.form("curves_edit"):
     apply = st.form_submit_button("Apply to the live engine", type="primary")
 if apply:
     try:
+        tau_m, tau = ui.parse_seconds(tau_m_text), ui.parse_seconds(tau_text)
+        if tau_m <= 0 or tau <= 0:
+            raise ValueError("τ_m and τ must be longer than 0 s")
         lab.set_config(cfg.with_overrides(preset="custom", tau_m=tau_m, c_m=c_m, tau=tau, c=c,
                                           slice_value=slice_value, long_term_value=long_term_value))
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:
         st.error(str(exc))
     else:
         st.rerun()

@@ -61,7 +61,7 @@ st.caption(f"Query “{retrieval.query.text}” at {retrieval.at:%Y-%m-%d %H:%M}
 
 # -- what-if knobs ---------------------------------------------------------------------------
 defaults = {"wi_alpha": base_w.alpha, "wi_beta": base_w.beta, "wi_gamma": base_w.gamma, "wi_delta": base_w.delta,
-            "wi_tau_h": cfg.tau / 3600, "wi_c": cfg.c, "wi_topk": cfg.top_k}
+            "wi_tau": ui.format_seconds(cfg.tau, exact=True), "wi_c": cfg.c, "wi_topk": cfg.top_k}
 stamp = (id(retrieval), cfg.to_dict().__repr__())
 if st.session_state.get("wi_for") != stamp or st.button("Reset what-if", key="wi_reset"):
     st.session_state.update(defaults)
@@ -75,7 +75,8 @@ with st.container(border=True):
     gamma = k3.slider("γ importance", 0.0, 1.0, step=0.01, key="wi_gamma")
     delta = k4.slider("δ offset", -1.0, 1.0, step=0.01, key="wi_delta")
     k5, k6, k7 = st.columns(3)
-    tau_h = k5.number_input("τ decay scale (hours)", min_value=0.01, step=1.0, key="wi_tau_h")
+    tau_text = k5.text_input("τ decay scale", key="wi_tau",
+                             help="A duration: 90s, 30min (or 30m), 12h, 3d, 1h30m; a plain number is seconds")
     c = k6.slider("c decay shape", 0.05, 3.0, step=0.05, key="wi_c")
     top_k = k7.slider("top-K", 1, 20, step=1, key="wi_topk")
     total = alpha + beta + gamma
@@ -83,9 +84,16 @@ with st.container(border=True):
         st.error("α, β and γ are all zero: raise at least one.")
         st.stop()
     try:
+        tau = ui.parse_seconds(tau_text)
+        if tau <= 0:
+            raise ValueError("τ must be longer than 0 s")
+    except ValueError as exc:
+        st.error(f"τ: {exc}")
+        st.stop()
+    try:
         weights = Weights(alpha=alpha / total, beta=beta / total, gamma=1.0 - alpha / total - beta / total,
                           delta=delta, w0=base_w.w0, w1=base_w.w1, w2=base_w.w2)
-        what_cfg = cfg.with_overrides(tau=tau_h * 3600, c=c, top_k=int(top_k))
+        what_cfg = cfg.with_overrides(tau=tau, c=c, top_k=int(top_k))
     except ConfigError as exc:
         st.error(str(exc))
         st.stop()

@@ -45,12 +45,14 @@ if preset != current and st.button(f"Apply preset {preset!r}", key="apply_preset
     st.rerun()
 cfg = lab.engine.config
 st.caption(
-    f"Live: τ_m {cfg.tau_m:g}s · c_m {cfg.c_m:g} · τ {cfg.tau:g}s · c {cfg.c:g} · slice {cfg.slice_value:g} · "
+    f"Live: τ_m {ui.format_seconds(cfg.tau_m)} · c_m {cfg.c_m:g} · τ {ui.format_seconds(cfg.tau)} · c {cfg.c:g} · slice {cfg.slice_value:g} · "
     f"long-term {cfg.long_term_value:g} · trigger {cfg.trigger} ≥ {cfg.trigger_threshold:g} · top-K {cfg.top_k}"
 )
 
 # -- engine parts ----------------------------------------------------------------------------
 st.subheader("Engine")
+if st.session_state.pop("set_confirm_reset", False):  # a fresh engine was built: ask again next time
+    st.session_state["set_confirm_fresh"] = False
 with st.form("engine_parts"):
     embedder = st.radio(
         "Embedder", ["hash", "minilm"], index=["hash", "minilm"].index(settings.embedder), horizontal=True,
@@ -70,8 +72,14 @@ with st.form("engine_parts"):
     base_url = c2.text_input("Base URL (OpenAI-compatible, optional)", value=settings.base_url, key="set_base_url")
     db_path = st.text_input("Database file", value=settings.db_path, key="set_db",
                             help=":memory: keeps everything in this browser tab; a file path persists it")
+    confirmed = st.checkbox("Yes, discard this session: its messages, memory, log and clock go",
+                            key="set_confirm_fresh",
+                            help="A fresh engine starts empty; export the session first to keep it")
     rebuild = st.form_submit_button("Apply and start a fresh engine")
-if rebuild:
+if rebuild and not confirmed:
+    st.warning("Nothing changed: tick **Yes, discard this session** to start a fresh engine "
+               "(export the session below first to keep it).")
+if rebuild and confirmed:
     wanted = replace(settings, embedder=embedder, model_mode=mode if real_ok else "scripted",
                      model_name=model_name.strip() or settings.model_name, base_url=base_url.strip(),
                      db_path=db_path.strip() or ":memory:")
@@ -83,6 +91,7 @@ if rebuild:
         fresh.user_id, fresh.session_id = lab.user_id, lab.session_id
         fresh.notice = f"Fresh engine: {wanted.embedder} embedder, {model_mode_label(wanted)}, {wanted.db_path}."
         set_lab(fresh)
+        st.session_state["set_confirm_reset"] = True
         st.rerun()
 if not real_model_configured():
     st.caption("Real models are off: no DEEPSEEK_API_KEY or OPENAI_API_KEY in the environment.")
