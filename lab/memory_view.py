@@ -20,10 +20,10 @@ from typing import Any
 from engine.memory.update import subject_attribute
 
 __all__ = [
+    "COLUMNS",
     "DECIDING_COLUMNS",
     "DIMENSION_COLUMNS",
     "EXTRA_COLUMNS",
-    "COLUMNS",
     "Conflict",
     "Decision",
     "clip",

@@ -8,7 +8,13 @@ import streamlit as st
 from engine.core.errors import MemlabError
 from engine.core.forgetting import decay, maturity
 from lab import ui
-from lab.memory_view import COLUMNS, conflicts, record_rows, struck_line, update_decisions
+from lab.memory_view import (
+    COLUMNS,
+    conflicts,
+    record_rows,
+    struck_line,
+    update_decisions,
+)
 from lab.state import get_lab
 
 lab = get_lab()
