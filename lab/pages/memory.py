@@ -8,6 +8,13 @@ import streamlit as st
 from engine.core.errors import MemlabError
 from engine.core.forgetting import decay, maturity
 from lab import ui
+from lab.memory_view import (
+    COLUMNS,
+    conflicts,
+    record_rows,
+    struck_line,
+    update_decisions,
+)
 from lab.state import get_lab
 
 lab = get_lab()
@@ -39,29 +46,16 @@ if not records:
     )
 else:
     cfg = engine.config
-    rows = []
-    for r in records:
-        since_reinforced = (now - r.reinforced_at).total_seconds()
-        since_source = (now - (r.valid_from or r.created_at)).total_seconds()  # the induction gate's age
-        rows.append({
-            "id": r.id,
-            "current": r.is_current,
-            "content": r.content,
-            "T now": decay(since_reinforced, tau=cfg.tau, c=cfg.c) if cfg.decay_enabled else 1.0,
-            "M now": maturity(since_source, tau_m=cfg.tau_m, c_m=cfg.c_m),
-            "n": r.strengthen_count,
-            "type": r.memory_type,
-            "tags": ", ".join(r.tags),
-            "theme": r.theme,
-            "time": r.time.text if r.time else "",
-            "location": r.location or "",
-            "keywords": ", ".join(r.keywords),
-            "created": r.created_at,
-            "last reinforced": r.last_reinforced_at,
-            "superseded by": r.superseded_by,
-            "invalid at": r.invalid_at,
-        })
-    frame = pd.DataFrame(rows)
+    rows = record_rows(
+        records, now=now,
+        t_now=lambda r: decay((now - r.reinforced_at).total_seconds(), tau=cfg.tau, c=cfg.c)
+        if cfg.decay_enabled else 1.0,
+        # the induction gate's age: since the source was said (valid_from), not since extraction
+        m_now=lambda r: maturity((now - (r.valid_from or r.created_at)).total_seconds(), tau_m=cfg.tau_m, c_m=cfg.c_m),
+    )
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    # successor ids stay numbers (nullable), shown as "#id", and an empty cell is blank, never "None"
+    frame["superseded by"] = pd.array([v if v != "" else None for v in frame["superseded by"]], dtype="Int64")
 
     f1, f2, f3, f4 = st.columns([2, 2, 2, 3])
     show = f1.segmented_control("Show", ["current", "history", "all"], default="current", key="mem_show")
@@ -82,31 +76,30 @@ else:
     st.markdown(f"**{len(view)}** of {len(frame)} records ({int(frame['current'].sum())} current)")
     struck = view.style.apply(
         lambda row: ["" if row["current"] else "text-decoration: line-through; color: gray"] * len(row), axis=1
-    )
+    ).format({"superseded by": lambda v: "" if pd.isna(v) else f"#{int(v)}"}, na_rep="")
     st.dataframe(
         struck, hide_index=True, width="stretch",
         column_config={
             "T now": st.column_config.ProgressColumn("T now", min_value=0.0, max_value=1.0, format="%.3f"),
             "M now": st.column_config.ProgressColumn("M now", min_value=0.0, max_value=1.0, format="%.3f"),
-            "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
-            "last reinforced": st.column_config.DatetimeColumn("last reinforced", format="YYYY-MM-DD HH:mm"),
-            "invalid at": st.column_config.DatetimeColumn("invalid at", format="YYYY-MM-DD HH:mm"),
             "current": st.column_config.CheckboxColumn("current"),
         },
     )
+    by_id = {r.id: r for r in records}
+    for c in conflicts(records):
+        st.warning(c.line, icon=":material/warning:")
     superseded = [r for r in records if not r.is_current]
     if superseded:
         with st.expander(f"History: {len(superseded)} superseded record(s)"):
-            by_id = {r.id: r for r in records}
-            for r in superseded:
-                if r.superseded_by == r.id:  # invalidated by hand: nothing replaces it
-                    st.markdown(f"~~#{r.id} {r.content}~~ retracted by hand (invalid since {ui.when(r.invalid_at)})")
-                    continue
-                nxt = by_id.get(r.superseded_by)
-                st.markdown(
-                    f"~~#{r.id} {r.content}~~ → **#{r.superseded_by}** {nxt.content if nxt else ''} "
-                    f"(invalid since {ui.when(r.invalid_at)})"
-                )
+            st.markdown("\n".join(f"- {struck_line(r, by_id, when=ui.when)}" for r in superseded))
+    decisions = update_decisions(engine.events(user_id=user_id, kind="update"),
+                                 {r.id: r.content for r in records})
+    if decisions:
+        with st.expander(f"updates ({len(decisions)} decision(s))"):
+            st.caption("Each new record of an event was compared with the current records sharing its subject's "
+                       "attribute or its keywords; the closest one reached the consolidator, which decided.")
+            for d in decisions:
+                st.markdown(f"- event {d.event_no} at {ui.when(d.at)}: {d.line}")
 
 # -- correct by hand -------------------------------------------------------------------------
 st.subheader("Correct by hand")
