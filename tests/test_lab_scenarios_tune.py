@@ -3,6 +3,7 @@ a scrubbable turn, and a saved preset round-trips into the file and the lab's li
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,16 @@ def _skip_component_scan(monkeypatch):
 
 def _ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
+
+
+def _specs(at: AppTest) -> dict[str, dict]:
+    """The page's Vega-Lite specs by title."""
+    out = {}
+    for el in at.get("vega_lite_chart"):
+        spec = json.loads(el.proto.spec)
+        title = spec.get("title")
+        out[title.get("text") if isinstance(title, dict) else title] = spec
+    return out
 
 
 def _open(page: str, title: str) -> AppTest:
@@ -59,6 +70,19 @@ def test_a_small_comparison_gives_a_table_charts_and_a_turn_scrubber():
     _ok(at)
     assert any("Turn 1" in m.value for m in at.markdown)
     assert any("Carol Jensen" in c.value for c in at.code)
+
+
+def test_the_probe_grid_sizes_to_its_rows_and_titles_its_axes():
+    at = _open("scenarios", "Scenarios")
+    at.multiselect(key="scn_scenarios").set_value(["cross-session", "needle-basic"])
+    at.multiselect(key="scn_strategies").set_value(["no-memory", "memlab"])
+    at.button(key="scn_run").click().run()
+    _ok(at)
+    spec = _specs(at)["Per probe and keyword (sample 1)"]
+    assert spec["height"] == {"step": 28} and spec["width"] == {"step": 90}  # grows with rows/columns
+    enc = spec["layer"][0]["encoding"]
+    assert enc["x"]["title"] and enc["y"]["title"]
+    assert enc["x"]["axis"]["labelAngle"] and enc["y"]["axis"]["labelLimit"] >= 100
 
 
 def test_a_sweep_saves_a_preset_that_round_trips(tmp_path, monkeypatch):
