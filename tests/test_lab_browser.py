@@ -208,3 +208,25 @@ def test_memory_trace_and_memory_over_time_render(server, page):
         pg.remove_listener("console", _on_console)
         pg.set_viewport_size({"width": 1500, "height": 2000})
     assert not errors, errors
+
+
+def test_scenarios_and_tune_charts_draw(server, page):
+    """The probe grid and the tune frontier chart draw after a small run (screenshots for a look)."""
+    pg = page
+    pg.set_viewport_size({"width": 1500, "height": 1000})
+    try:
+        pg.goto(server)
+        _settle(pg)
+        for title, button, chart in (("Scenarios", "Run comparison", "Per probe and keyword"),
+                                     ("Tune", "Run sweep", "Recall against payload")):
+            pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+            _settle(pg)
+            pg.get_by_role("button", name=button).click()
+            _settle(pg)
+            _no_exception(pg, title)
+            pg.locator(".vega-embed").filter(has_text=chart).first.wait_for(timeout=40_000)
+            pg.locator(".vega-embed").filter(has_text=chart).first.scroll_into_view_if_needed()
+            pg.wait_for_timeout(300)
+            _shot(pg, f"20-{title.lower()}-chart")
+    finally:
+        pg.set_viewport_size({"width": 1500, "height": 2000})

@@ -133,6 +133,8 @@ def test_the_tune_chart_marks_the_frontier_and_a_picked_point_saves(tmp_path, mo
     data = _chart_rows(at, "Recall against payload")
     y_dom = spec["layer"][1]["encoding"]["y"]["scale"]["domain"]
     assert y_dom[1] > max(r["recall"] for r in data) and y_dom[0] <= min(r["recall"] for r in data)
+    ticks = spec["layer"][1]["encoding"]["y"]["axis"]["values"]
+    assert max(ticks) >= max(r["recall"] for r in data) - 1e-9  # no point above the top tick
     assert {"chosen", "frontier"} <= {r["status"] for r in data}
     # stacked points (same payload and recall) are drawn apart
     spots = {}

@@ -139,7 +139,9 @@ if not grid.empty:
         x=alt.X("strategy:N", sort=order, title="strategy",
                 axis=alt.Axis(orient="top", labelAngle=-30, labelLimit=160, labelPadding=4)),
         y=alt.Y("probe:N", title="probe · question → expected keyword", sort=None,
-                axis=alt.Axis(labelLimit=min(520, 7 * longest + 10), labelFontSize=11)))
+                # the title sits above the labels (never across them), right-aligned to the grid
+                axis=alt.Axis(labelLimit=min(520, 7 * longest + 10), labelFontSize=11, titleAngle=0,
+                              titleAlign="right", titleBaseline="bottom", titleX=-6, titleY=-8)))
     probe_chart = alt.layer(
         base.mark_rect(stroke="white", strokeWidth=1).encode(color=alt.Color("result:N", scale=alt.Scale(
             domain=["in reply", "seen, not answered", "not seen"], range=["#4caf50", "#ffc107", "#e57373"]),

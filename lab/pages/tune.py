@@ -5,6 +5,7 @@ Rendering only: the sweep, the frontier and the choice come from engine.eval.tun
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import fields
@@ -95,13 +96,18 @@ frame["status"] = frame.apply(lambda r: "chosen" if r["chosen"] else "frontier" 
                               axis=1)
 lo, hi = float(frame["recall"].min()), float(frame["recall"].max())
 pad = max(0.02, (hi - lo) * 0.08)
-y_scale = alt.Scale(domain=[max(0.0, lo - pad), hi + pad], nice=False, clamp=False)
+# Ticks on a round step that reach past the best point, and a padded domain that holds them all:
+# no point is ever drawn above the top tick, none sits on the plot's edge.
+step = next((s for s in (0.01, 0.02, 0.05, 0.1, 0.2) if (hi - lo + 2 * pad) / s <= 8), 0.25)
+first, last = math.floor((lo - pad) / step), math.ceil(hi / step - 1e-9)
+y_ticks = [round(i * step, 6) for i in range(max(0, first), last + 1)]
+y_scale = alt.Scale(domain=[min(y_ticks[0], max(0.0, lo - pad)), max(y_ticks[-1], hi + pad)], nice=False)
 x_pad = span * 0.08
 x_scale = alt.Scale(domain=[float(frame["x"].min()) - x_pad, float(frame["x"].max()) + x_pad], nice=False)
 tooltip = ["point", "kind", "status", alt.Tooltip("recall:Q", format=".1%"), "stale served", "payload tokens",
            "model calls", alt.Tooltip("here:Q", title="points at this spot")]
 x_enc = alt.X("x:Q", scale=x_scale, title="payload tokens (injected memory)")
-y_enc = alt.Y("recall:Q", scale=y_scale, title="recall", axis=alt.Axis(format="%"))
+y_enc = alt.Y("recall:Q", scale=y_scale, title="recall", axis=alt.Axis(format="%", values=y_ticks))
 front = frame[frame["frontier"]].sort_values(["payload tokens", "recall"])
 line = alt.Chart(front).mark_line(strokeDash=[4, 3], color="#1e88e5", opacity=0.6).encode(x=x_enc, y=y_enc)
 dots = (
