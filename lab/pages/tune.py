@@ -15,7 +15,13 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from engine.core.config import DIM_CONSTRAINTS, PRESETS, RETRIEVAL_PATHS, MemoryConfig, Weights
+from engine.core.config import (
+    DIM_CONSTRAINTS,
+    PRESETS,
+    RETRIEVAL_PATHS,
+    MemoryConfig,
+    Weights,
+)
 from engine.core.errors import MemlabError
 from engine.eval.scenario import load_scenario
 from engine.eval.tuning import chosen_config, parse_grid, sweep
