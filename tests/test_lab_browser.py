@@ -149,3 +149,84 @@ def test_chat_fast_forward_and_every_page(server, page):
         pg.get_by_role("heading", name=title).first.wait_for()
         _no_exception(pg, title)
         _shot(pg, f"page-{slug}")
+
+
+def test_memory_trace_and_memory_over_time_render(server, page):
+    """A fact said in chat shows up in the memory trace of a later reply; after a fast-forward the
+    Memory over time chart draws (a canvas or svg in the vega-embed element). Any console error fails.
+    Screenshots at 1500x1000 and 1280x800."""
+    pg = page
+    errors: list[str] = []
+
+    def _on_console(msg) -> None:
+        if msg.type == "error":
+            errors.append(msg.text)
+
+    pg.on("console", _on_console)
+    pg.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+    try:
+        pg.set_viewport_size({"width": 1500, "height": 1000})
+        pg.goto(server)
+        _settle(pg)
+        box = pg.locator('[data-testid="stChatInputTextArea"]')
+        box.wait_for()
+        fact = "I work as a marine biologist in Porto."
+        box.fill(fact)
+        box.press("Enter")
+        _settle(pg)
+        pg.get_by_text(fact).first.wait_for()
+        pg.get_by_role("button", name="+1 day").click()  # the gate opens: the fact is extracted
+        _settle(pg)
+        box = pg.locator('[data-testid="stChatInputTextArea"]')
+        box.fill("Where do I work?")
+        box.press("Enter")
+        _settle(pg)
+        _no_exception(pg, "chat with a memory question")
+        trace = pg.locator('[data-testid="stExpander"]').filter(has_text="memory trace").last
+        trace.wait_for()
+        trace.locator("summary").click()
+        _settle(pg)
+        text = trace.inner_text()
+        assert "Porto" in text and "biologist" in text, text[:2000]
+        _shot(pg, "10-memory-trace-1500x1000")
+
+        pg.get_by_role("button", name="+1 h").click()
+        _settle(pg)
+        pg.locator('[data-testid="stSidebarNav"]').get_by_text("Memory over time", exact=True).click()
+        _settle(pg)
+        pg.get_by_role("heading", name="Memory over time").first.wait_for()
+        _no_exception(pg, "Memory over time")
+        drawn = pg.locator('[data-testid="stVegaLiteChart"] .vega-embed canvas, '
+                           '[data-testid="stVegaLiteChart"] .vega-embed svg, .vega-embed canvas, .vega-embed svg')
+        drawn.first.wait_for(state="visible")
+        assert drawn.count() >= 1
+        _shot(pg, "11-memory-over-time-1500x1000")
+        pg.set_viewport_size({"width": 1280, "height": 800})
+        _settle(pg)
+        _shot(pg, "12-memory-over-time-1280x800")
+    finally:
+        pg.remove_listener("console", _on_console)
+        pg.set_viewport_size({"width": 1500, "height": 2000})
+    assert not errors, errors
+
+
+def test_scenarios_and_tune_charts_draw(server, page):
+    """The probe grid and the tune frontier chart draw after a small run (screenshots for a look)."""
+    pg = page
+    pg.set_viewport_size({"width": 1500, "height": 1000})
+    try:
+        pg.goto(server)
+        _settle(pg)
+        for title, button, chart in (("Scenarios", "Run comparison", "Per probe and keyword"),
+                                     ("Tune", "Run sweep", "Recall against payload")):
+            pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+            _settle(pg)
+            pg.get_by_role("button", name=button).click()
+            _settle(pg)
+            _no_exception(pg, title)
+            pg.locator(".vega-embed").filter(has_text=chart).first.wait_for(timeout=40_000)
+            pg.locator(".vega-embed").filter(has_text=chart).first.scroll_into_view_if_needed()
+            pg.wait_for_timeout(300)
+            _shot(pg, f"20-{title.lower()}-chart")
+    finally:
+        pg.set_viewport_size({"width": 1500, "height": 2000})

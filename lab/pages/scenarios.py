@@ -132,14 +132,22 @@ grid = pd.DataFrame([{
     "reply": p["reply"],
 } for r in runs if r.sample == 0 for p in r.probes for kw, v in p["expect"].items()])
 if not grid.empty:
-    base = alt.Chart(grid).encode(x=alt.X("strategy:N", sort=order, title=None, axis=alt.Axis(orient="top")),
-                                  y=alt.Y("probe:N", title=None, sort=None))
+    # Size to the data: one step per probe row and per strategy column, long probe labels kept
+    # readable (limit + tooltip for the full text), strategy names angled so they never overlap.
+    longest = int(grid["probe"].str.len().max())
+    base = alt.Chart(grid).encode(
+        x=alt.X("strategy:N", sort=order, title="strategy",
+                axis=alt.Axis(orient="top", labelAngle=-30, labelLimit=160, labelPadding=4)),
+        y=alt.Y("probe:N", title="probe · question → expected keyword", sort=None,
+                # the title sits above the labels (never across them), right-aligned to the grid
+                axis=alt.Axis(labelLimit=min(520, 7 * longest + 10), labelFontSize=11, titleAngle=0,
+                              titleAlign="right", titleBaseline="bottom", titleX=-6, titleY=-8)))
     probe_chart = alt.layer(
-        base.mark_rect().encode(color=alt.Color("result:N", scale=alt.Scale(
+        base.mark_rect(stroke="white", strokeWidth=1).encode(color=alt.Color("result:N", scale=alt.Scale(
             domain=["in reply", "seen, not answered", "not seen"], range=["#4caf50", "#ffc107", "#e57373"]),
-            legend=alt.Legend(orient="bottom")), tooltip=["probe", "strategy", "result", "reply"]),
-        base.mark_text(fontSize=14).encode(text="mark:N"),
-    ).properties(height=max(120, 26 * grid["probe"].nunique()), title="Per probe and keyword (sample 1)")
+            legend=alt.Legend(orient="bottom", title="result")), tooltip=["probe", "strategy", "result", "reply"]),
+        base.mark_text(fontSize=14).encode(text="mark:N", tooltip=["probe", "strategy", "result", "reply"]),
+    ).properties(width=alt.Step(90), height=alt.Step(28), title="Per probe and keyword (sample 1)")
     st.altair_chart(probe_chart)
 
 st.subheader("Turn scrubber")
