@@ -109,8 +109,8 @@ def test_chatting_logs_events_and_fast_forward_matures_messages():
     assert {"stamp", "gate", "inject", "reply"} <= kinds
     assert not any(e.kind == "extract" for e in lab.engine.store.events(user_id="alice"))
     assert _maturities(at) == [0.0, 0.0, 0.0, 0.0]
-    expanders = [e.label for e in at.expander]
-    assert any("**gate**" in label for label in expanders)
+    steps = "\n".join(m.value for m in at.markdown)
+    assert "- gate closed:" in steps  # the timeline: one line per step, grouped by turn
 
     t0 = lab.clock.now()
     at.button(key="ff_1h").click().run()
@@ -122,7 +122,7 @@ def test_chatting_logs_events_and_fast_forward_matures_messages():
     _say(at, "Where do I live?")
     assert lab.last_turn.event_fired
     assert lab.engine.store.count_records("alice") > 0
-    assert any("**extract**" in e.label for e in at.expander)
+    assert "- extracted " in "\n".join(m.value for m in at.markdown)
 
 
 def test_custom_fast_forward_and_bad_duration():

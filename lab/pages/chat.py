@@ -9,6 +9,7 @@ from engine.core.errors import MemlabError
 from engine.core.records import EVENT_KINDS
 from engine.core.text import keywords as text_keywords
 from lab import ui
+from lab.event_lines import describe, group_by_turn
 from lab.state import get_lab
 from lab.turn_trace import MISSED_CAPTION, Trace, missed_words, traces
 
@@ -174,14 +175,22 @@ with side_col:
             )
 
 st.subheader("Timeline")
-st.caption("Every step the engine logged for this user and session, newest first; open one to see its numbers.")
+st.caption("Every step the engine logged for this user and session, grouped by turn, newest first: one line "
+           "per step; open a turn for the raw numbers.")
 events = session_events
 if not events:
     st.caption("Nothing logged yet.")
 quiet = ("stamp", "reply", "extraction")  # extraction: the window and records verbatim (memlab export-extractions)
 shown = st.multiselect("Kinds", EVENT_KINDS, default=[k for k in EVENT_KINDS if k not in quiet], key="tl_kinds")
-for e in [e for e in reversed(events) if e.kind in shown][:60]:
-    tag = f" · event #{e.event_no}" if e.event_no is not None else ""
-    icon = ":material/error:" if e.kind == "error" else None
-    with st.expander(f"{e.at:%m-%d %H:%M:%S} · turn {e.turn} · **{e.kind}**{tag}", icon=icon):
-        st.json(dict(e.payload), expanded=2)
+_contents = {r.id: r.content for r in lab.engine.store.records(lab.user_id, include_invalid=True, limit=5000)} if events else {}
+for turn, steps in group_by_turn([e for e in events if e.kind in shown])[:30]:
+    first = steps[0]
+    fired = sorted({e.event_no for e in steps if e.event_no is not None})
+    head = f"**turn {turn}** · {first.at:%m-%d %H:%M:%S}" + (f" · event #{', #'.join(map(str, fired))}" if fired else "")
+    st.markdown(head)
+    st.markdown("\n".join(f"- {':red[' if e.kind == 'error' else ''}{describe(e.kind, e.payload, lambda i: _contents.get(i, '?'))}"
+                          f"{']' if e.kind == 'error' else ''}" for e in steps))
+    with st.expander(f"turn {turn}: details", expanded=False):
+        for e in steps:
+            st.caption(f"{e.at:%H:%M:%S} · {e.kind}" + (f" · event #{e.event_no}" if e.event_no is not None else ""))
+            st.json(dict(e.payload), expanded=False)
