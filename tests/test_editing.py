@@ -191,3 +191,20 @@ def test_empty_or_unchanged_edit_refused(eng):
     with pytest.raises(RecordEditError):
         engine.edit_record("alice", dog.id, dog.content)
     assert not edits(engine)
+
+
+def test_an_edit_drops_a_dimension_the_new_text_no_longer_states():
+    from engine.core.clock import VirtualClock
+    from engine.memory.engine import MemoryEngine
+    from engine.core.config import MemoryConfig
+    from engine.core.records import MemoryRecord
+    from datetime import UTC, datetime
+
+    clock = VirtualClock(datetime(2026, 1, 5, 9, tzinfo=UTC))
+    eng = MemoryEngine(MemoryConfig.from_preset("customer service"), clock=clock)
+    rec = MemoryRecord(user_id="u", content="The user works as a marine biologist in Porto.", memory_type="fact",
+                       tags=("fact",), location="Porto", reason="loves the sea", created_at=clock.now(),
+                       valid_from=clock.now())
+    [stored] = eng.store.add_records([rec], eng.embedder.embed_documents([rec.content]))
+    new = eng.edit_record("u", stored.id, "The user works as a marine biologist in Aveiro, loves the sea.")
+    assert new.location is None and new.reason == "loves the sea"

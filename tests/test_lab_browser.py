@@ -190,6 +190,33 @@ def test_memory_trace_and_memory_over_time_render(server, page):
         assert "Porto" in text and "biologist" in text, text[:2000]
         _shot(pg, "10-memory-trace-1500x1000")
 
+        # correct the record by hand on Memory; the next reply's trace carries the correction
+        pg.locator('[data-testid="stSidebarNav"]').get_by_text("Memory", exact=True).click()
+        _settle(pg)
+        content = pg.locator('textarea[aria-label="Content"]')
+        content.wait_for()
+        corrected = "The user works as a marine biologist in Aveiro."
+        content.fill(corrected)
+        content.press("Tab")
+        _settle(pg)
+        pg.get_by_role("button", name="Save edit").click()
+        _settle(pg)
+        _no_exception(pg, "edit a record by hand")
+        pg.get_by_text("edited: a new version supersedes it").first.wait_for()
+        pg.locator('[data-testid="stSidebarNav"]').get_by_text("Chat", exact=True).click()
+        _settle(pg)
+        box = pg.locator('[data-testid="stChatInputTextArea"]')
+        box.fill("Where do I work?")
+        box.press("Enter")
+        _settle(pg)
+        trace = pg.locator('[data-testid="stExpander"]').filter(has_text="memory trace").last
+        trace.wait_for()
+        trace.locator("summary").click()
+        _settle(pg)
+        text = trace.inner_text()
+        assert "Aveiro" in text, text[:2000]
+        _shot(pg, "13-corrected-trace-1500x1000")
+
         pg.get_by_role("button", name="+1 h").click()
         _settle(pg)
         pg.locator('[data-testid="stSidebarNav"]').get_by_text("Memory over time", exact=True).click()

@@ -101,7 +101,11 @@ def edit_record(ctx: _Engine, user_id: str, record_id: int, content: str) -> Mem
         now = ctx.now()
         words = set(content_tokens(text))
         keywords = tuple(k for k in old.keywords if set(content_tokens(k)) & words)
-        new = _add(ctx, _fresh_copy(old, now, content=text, keywords=keywords, valid_from=now))
+        # a dimension the new text no longer states goes with the old text ("in Porto" edited
+        # to "in Aveiro" must not keep location Porto)
+        kept = {d: getattr(old, d) if getattr(old, d) and set(content_tokens(getattr(old, d))) <= words else None
+                for d in ("location", "reason", "purpose")}
+        new = _add(ctx, _fresh_copy(old, now, content=text, keywords=keywords, valid_from=now, **kept))
         ctx.store.supersede(user_id, old.id, new.id, now)
         _log(ctx, user_id, "edit", [old.id, new.id], old, new)
         return new
