@@ -137,3 +137,17 @@ def test_new_session_leaves_no_widget_key_warning(told, monkeypatch):
     at.button(key="FormSubmitter:switch_form-Switch").click().run()
     _ok(at)
     assert lab.session_id == "s1" and at.text_input(key="chat_session").value == "s1"
+
+
+def test_a_new_engine_can_replay_the_session_instead_of_discarding_it(told):
+    at = _open(told, "settings")
+    lab = at.session_state["lab"]
+    said = [m.content for m in lab.engine.store.messages("alice")]
+    assert said
+    at.checkbox(key="set_replay").check()
+    at.button(key=FRESH).click().run()
+    _ok(at)
+    replayed = at.session_state["lab"]
+    assert replayed is not lab
+    assert [m.content for m in replayed.engine.store.messages("alice")] == said  # nothing lost
+    assert replayed.clock.now() == lab.clock.now()

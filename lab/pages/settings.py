@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import replace
 
 import streamlit as st
@@ -72,14 +74,31 @@ with st.form("engine_parts"):
     base_url = c2.text_input("Base URL (OpenAI-compatible, optional)", value=settings.base_url, key="set_base_url")
     db_path = st.text_input("Database file", value=settings.db_path, key="set_db",
                             help=":memory: keeps everything in this browser tab; a file path persists it")
+    replay = st.checkbox("Replay this session into the new engine (its journal: turns, fast-forwards, edits)",
+                         key="set_replay", help="Nothing is discarded: the new engine (in memory) replays every "
+                                                "action of this session under the new settings")
     confirmed = st.checkbox("Yes, discard this session: its messages, memory, log and clock go",
                             key="set_confirm_fresh",
                             help="A fresh engine starts empty; export the session first to keep it")
     rebuild = st.form_submit_button("Apply and start a fresh engine")
-if rebuild and not confirmed:
+if rebuild and replay:
+    doc = json.loads(export_session(lab))
+    doc["settings"].update(embedder=embedder, model_mode=mode if real_ok else "scripted",
+                           model_name=model_name.strip() or settings.model_name, base_url=base_url.strip())
+    try:
+        with st.spinner("Replaying the session into the new engine…"):
+            replayed = import_session(json.dumps(doc), embedder_for=ui.embedder_for)
+    except (LabImportError, MemlabError, OSError, ImportError) as exc:
+        st.error(f"Could not replay the session into the new engine: {exc}")
+    else:
+        replayed.notice = (f"New engine ({embedder} embedder, {model_mode_label(replayed.settings)}, in memory) "
+                           f"with this session replayed: {len(lab.journal)} actions.")
+        set_lab(replayed)
+        st.rerun()
+elif rebuild and not confirmed:
     st.warning("Nothing changed: tick **Yes, discard this session** to start a fresh engine "
                "(export the session below first to keep it).")
-if rebuild and confirmed:
+elif rebuild and confirmed:
     wanted = replace(settings, embedder=embedder, model_mode=mode if real_ok else "scripted",
                      model_name=model_name.strip() or settings.model_name, base_url=base_url.strip(),
                      db_path=db_path.strip() or ":memory:")
