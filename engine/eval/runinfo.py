@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -10,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "machine", "package_versions", "sqlite_versions"]
+__all__ = ["git_commit", "machine", "package_versions", "sqlite_versions", "write_json"]
 
 
 def git_commit() -> str | None:
@@ -54,4 +55,12 @@ def sqlite_versions() -> dict[str, Any]:
             store.close()
     except Exception as exc:  # noqa: BLE001 - metadata only
         out["sqlite_error"] = str(exc)
+    return out
+
+
+def write_json(path: str | Path, doc: Any) -> Path:
+    """A benchmark's results and run metadata as indented UTF-8 JSON (parent folders made)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out

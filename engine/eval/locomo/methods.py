@@ -14,8 +14,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from engine.core.clock import VirtualClock
@@ -45,6 +46,8 @@ __all__ = [
     "tripath_config",
     "index_conversation",
     "ingest_totals",
+    "ingest_sessions",
+    "record_sources",
 ]
 
 TURN_METHODS: tuple[str, ...] = ("bm25-turns", "dense-turns", "fusion-turns")
@@ -174,21 +177,40 @@ def _turn_index(conv: Conversation, method: str, embedder: Any, max_k: int) -> I
     return Indexed(retrieve=retrieve, store=store)
 
 
-def _ingest(engine: MemoryEngine, clock: VirtualClock, conv: Conversation) -> tuple[dict[int, str], IngestStats]:
-    """Every session through `MemoryEngine.ingest` at its time; message id → dia_id, and the counts."""
-    dia: dict[int, str] = {}
+def ingest_sessions(engine: MemoryEngine, clock: VirtualClock,
+                    sessions: Sequence[tuple[str, datetime, Sequence[Mapping[str, Any]], Sequence[str]]],
+                    ) -> tuple[dict[int, str], IngestStats]:
+    """Sessions that already happened, in order, through `MemoryEngine.ingest`.
+
+    Each session is (session id, when it ended, its messages as `ingest` takes them, each
+    message's external id). The clock moves to the session's end first (it never rewinds).
+    Returns message id → external id, and what the update step did."""
+    external: dict[int, str] = {}
     totals = dict.fromkeys(("messages", "records_added", "merged", "superseded", "kept_both", "errors"), 0)
-    sessions = conv.sessions()
-    for n, turns in sessions:
-        clock.set(max(clock.now(), max(t.at for t in turns)))  # the session has happened: now is its end
-        result = engine.ingest(USER, f"S{n}", [{"role": "user", "content": t.text, "at": t.at, "name": t.speaker}
-                                               for t in turns])
-        dia.update((m.id, t.dia_id) for m, t in zip(result.messages, turns, strict=True))
+    for session_id, ended, messages, ids in sessions:
+        clock.set(max(clock.now(), ended))
+        result = engine.ingest(USER, session_id, list(messages))
+        external.update((m.id, x) for m, x in zip(result.messages, ids, strict=True))
         totals["messages"] += len(result.messages)
         for key in ("records_added", "merged", "superseded", "kept_both", "errors"):
             totals[key] += getattr(result, key)
     current = engine.store.count_records(USER, include_invalid=False)
-    return dia, IngestStats(sessions=len(sessions), current_records=current, **totals)
+    return external, IngestStats(sessions=len(sessions), current_records=current, **totals)
+
+
+def record_sources(record: MemoryRecord, external: Mapping[int, str]) -> tuple[str, ...]:
+    """The external ids (dia_ids, turn ids) of the messages a record was made from, in order."""
+    ids = record.source.message_ids if record.source is not None else ()
+    return tuple(dict.fromkeys(external[i] for i in ids if i in external))
+
+
+def _ingest(engine: MemoryEngine, clock: VirtualClock, conv: Conversation) -> tuple[dict[int, str], IngestStats]:
+    """Every session through `MemoryEngine.ingest` at its time; message id → dia_id, and the counts."""
+    return ingest_sessions(engine, clock, [
+        (f"S{n}", max(t.at for t in turns),
+         [{"role": "user", "content": t.text, "at": t.at, "name": t.speaker} for t in turns],
+         [t.dia_id for t in turns])
+        for n, turns in conv.sessions()])
 
 
 def _observation_records(conv: Conversation) -> list[MemoryRecord]:
@@ -210,8 +232,7 @@ def _tripath_index(conv: Conversation, method: str, embedder: Any, max_k: int,
         dia, stats = _ingest(engine, clock, conv)
 
         def sources(record: MemoryRecord) -> tuple[str, ...]:
-            ids = record.source.message_ids if record.source is not None else ()
-            return tuple(dict.fromkeys(dia[i] for i in ids if i in dia))
+            return record_sources(record, dia)
     else:
         recs = _observation_records(conv)
         if recs:

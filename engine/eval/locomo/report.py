@@ -8,14 +8,12 @@ wall time, and for the engine's path the records created, merged and superseded 
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError
@@ -38,7 +36,7 @@ from engine.eval.locomo.methods import (
     tripath_config,
 )
 from engine.eval.options import parse_sets
-from engine.eval.runinfo import git_commit, package_versions
+from engine.eval.runinfo import git_commit, package_versions, write_json
 
 __all__ = ["DEFAULT_KS", "TUNED_NOTE", "MethodResult", "BenchResult", "run_benchmark", "format_report",
            "locomo_main"]
@@ -293,8 +291,5 @@ def locomo_main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(format_report(result))
     if args.json_out:
-        out = Path(args.json_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"wrote {out}")
+        print(f"wrote {write_json(args.json_out, result.to_dict())}")
     return 0

@@ -26,6 +26,8 @@ from engine.eval.locomo.methods import (
     USER,
     IngestStats,
     index_conversation,
+    ingest_sessions,
+    record_sources,
     tripath_config,
 )
 from engine.eval.longmemeval.data import LmeQuestion
@@ -87,19 +89,11 @@ def _turn_index(q: LmeQuestion, method: str, embedder: Any, max_k: int) -> LmeIn
 
 def _ingest(engine: MemoryEngine, clock: VirtualClock, q: LmeQuestion) -> tuple[dict[int, str], IngestStats]:
     """Every session through `MemoryEngine.ingest` at its time; message id → turn id, and the counts."""
-    turn_of: dict[int, str] = {}
-    totals = dict.fromkeys(("messages", "records_added", "merged", "superseded", "kept_both", "errors"), 0)
     sessions = sorted((s for s in q.sessions if s.turns), key=lambda s: (s.at, s.position))
-    for s in sessions:
-        clock.set(max(clock.now(), s.turns[-1].at))  # the session has happened: now is its end
-        result = engine.ingest(USER, f"S{s.position}",
-                               [{"role": t.role, "content": t.content, "at": t.at} for t in s.turns])
-        turn_of.update((m.id, t.turn_id) for m, t in zip(result.messages, s.turns, strict=True))
-        totals["messages"] += len(result.messages)
-        for key in ("records_added", "merged", "superseded", "kept_both", "errors"):
-            totals[key] += getattr(result, key)
-    current = engine.store.count_records(USER, include_invalid=False)
-    return turn_of, IngestStats(sessions=len(sessions), current_records=current, **totals)
+    return ingest_sessions(engine, clock, [
+        (f"S{s.position}", s.turns[-1].at,  # the session has happened: now is its end
+         [{"role": t.role, "content": t.content, "at": t.at} for t in s.turns], [t.turn_id for t in s.turns])
+        for s in sessions])
 
 
 def _tripath_index(q: LmeQuestion, embedder: Any, max_k: int) -> LmeIndexed:
@@ -111,8 +105,7 @@ def _tripath_index(q: LmeQuestion, embedder: Any, max_k: int) -> LmeIndexed:
     turn_of, stats = _ingest(engine, clock, q)
 
     def sources(record: MemoryRecord) -> tuple[str, ...]:
-        ids = record.source.message_ids if record.source is not None else ()
-        return tuple(dict.fromkeys(turn_of[i] for i in ids if i in turn_of))
+        return record_sources(record, turn_of)
 
     clock.set(max(clock.now(), q.asked_at))
 

@@ -11,14 +11,12 @@ top-k retrieved items, averaged per question type and overall. Session recall@k 
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError
@@ -37,7 +35,7 @@ from engine.eval.longmemeval.methods import (
     NOW_RULE,
     index_question,
 )
-from engine.eval.runinfo import git_commit, machine, package_versions
+from engine.eval.runinfo import git_commit, machine, package_versions, write_json
 
 __all__ = ["DEFAULT_KS", "LmeMethodResult", "LmeResult", "run_longmemeval", "format_lme_report", "longmemeval_main"]
 
@@ -254,8 +252,5 @@ def longmemeval_main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(format_lme_report(result))
     if args.json_out:
-        out = Path(args.json_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"wrote {out}")
+        print(f"wrote {write_json(args.json_out, result.to_dict())}")
     return 0
