@@ -1,6 +1,6 @@
 """`memlab export-extractions`: extraction windows and returned records as chat-format JSONL pairs,
 from scenario files and from a database, and a local extractor behind an OpenAI-compatible base URL
-(tests/scripted_server.py on 127.0.0.1) plugged in as the extractor role alone."""
+(engine.eval.cost.responder on 127.0.0.1) plugged in as the extractor role alone."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from fake_openai import FakeOpenAI
-from scripted_server import ScriptedResponder
 
 from engine.cli import main
+from engine.eval.cost.responder import ScriptedResponder
 from engine.eval.export import system_prompt
 from engine.stores.base import open_store
 

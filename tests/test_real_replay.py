@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_server import scripted_server
 
 from engine.cli import main
+from engine.eval.cost.responder import scripted_server
 
 SCENARIO = str(Path(__file__).resolve().parent.parent / "scenarios" / "needle-basic.yaml")
 
