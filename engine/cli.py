@@ -1,6 +1,6 @@
 """The `memlab` console script: argument parsing and dispatch to each command's main function.
 
-Commands: lab, demo, replay (and replay --compare), export-extractions, bench perf|locomo|longmemeval|knobs,
+Commands: lab, demo, replay (and replay --compare), export-extractions, bench perf|locomo|longmemeval|knobs|cost,
 tune, forget, check, presets. The evaluation commands live in engine.eval; `lab`, `forget` and `presets` are a few
 lines each and stay here. User-input errors (a bad scenario, config, duration, path) print one
 readable line and exit 2; they never print a traceback.
@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     add_store_args(p)
 
-    p = sub.add_parser("bench", help="benchmarks: perf, locomo, longmemeval, knobs")
-    p.add_argument("which", choices=("perf", "locomo", "longmemeval", "knobs"))
+    p = sub.add_parser("bench", help="benchmarks: perf, locomo, longmemeval, knobs, cost")
+    p.add_argument("which", choices=("perf", "locomo", "longmemeval", "knobs", "cost"))
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("tune", help="sweep parameters over scenarios and save a preset")
@@ -116,6 +116,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from engine.eval.knobs import knobs_main
 
             return knobs_main(args.rest)
+        if args.which == "cost":
+            from engine.eval.cost import cost_main
+
+            return cost_main(args.rest)
         if args.which == "longmemeval":
             from engine.eval.longmemeval import longmemeval_main
 

@@ -55,8 +55,11 @@ def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Se
     profile = store.get_profile(user_id)
     current = [r for r in batch if r.is_current and r.lasting]
     try:
-        out = ctx.call_role("inducer", ctx.models.inducer.induct, InductionInput(
-            profile={k: list(v) for k, v in profile.fields.items()}, records=[record_view(r) for r in current]))
+        if not current:  # nothing the inducer could establish or retract: no model call
+            out = InductionOutput()
+        else:
+            out = ctx.call_role("inducer", ctx.models.inducer.induct, InductionInput(
+                profile={k: list(v) for k, v in profile.fields.items()}, records=[record_view(r) for r in current]))
         out = InductionOutput.model_validate(out, from_attributes=True)  # junk output: a logged error
     except Exception as exc:
         ctx.log(user_id, session_id, "error", {"step": "induct", "error": f"{type(exc).__name__}: {exc}"},

@@ -51,7 +51,8 @@ class ScriptedResponder:
             payload = json.loads(messages[-1]["content"])
             args = json.dumps(self._structured(tool, payload), ensure_ascii=False)
             self._count(tool)
-            return Reply(body=chat_body(tool_name=tool, tool_arguments=args, usage=self._usage(messages, args)))
+            return Reply(body=chat_body(tool_name=tool, tool_arguments=args,
+                                        usage=self._usage(messages, args, tools=request.get("tools"))))
         last = str((messages[-1].get("content") if messages else "") or "")
         if SUMMARY_MARKER in last:
             text, kind = self._summary(last), "summary"
@@ -123,9 +124,13 @@ class ScriptedResponder:
                 lc.append(kinds.get(m["role"], HumanMessage)(content=content))
         return str(self.models.chat.invoke(lc).content)
 
-    def _usage(self, messages: list[dict[str, Any]], output: str) -> dict[str, int]:
-        prompt = sum(_COUNTER.count(str(m.get("content") or "")) + 4 for m in messages)
-        system = next((str(m.get("content") or "") for m in messages if m["role"] == "system"), "")
+    def _usage(self, messages: list[dict[str, Any]], output: str, *, tools: Any = None) -> dict[str, int]:
+        """Prompt tokens as a provider counts them: every message and the tool schemas sent (a
+        forced tool's JSON schema is part of the prompt); the system prompt and tools are the
+        cacheable prefix."""
+        schema = json.dumps(tools, ensure_ascii=False, separators=(",", ":")) if tools else ""
+        prompt = sum(_COUNTER.count(str(m.get("content") or "")) + 4 for m in messages) + _COUNTER.count(schema)
+        system = schema + next((str(m.get("content") or "") for m in messages if m["role"] == "system"), "")
         with self._lock:
             hit = (_COUNTER.count(system) // _CACHE_UNIT) * _CACHE_UNIT if system in self.seen_prefixes else 0
             self.seen_prefixes.add(system)

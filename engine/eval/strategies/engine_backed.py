@@ -50,11 +50,14 @@ class EngineStrategy:
     description: str
     design: Mapping[str, Any] = field(default_factory=dict)  # what makes it this design
     overrides: Mapping[str, Any] = field(default_factory=dict)  # the user's, on top
+    query_parsing: str = "rules"  # with real models: "rules" first (the model only when they cannot), or "model"
 
     @classmethod
-    def named(cls, name: str, overrides: Mapping[str, Any] | None = None) -> EngineStrategy:
+    def named(cls, name: str, overrides: Mapping[str, Any] | None = None, *, query_parsing: str = "rules",
+              label: str | None = None) -> EngineStrategy:
         description, design = DESIGNS[name]
-        return cls(name=name, description=description, design=design, overrides=dict(overrides or {}))
+        return cls(name=label or name, description=description, design=design, overrides=dict(overrides or {}),
+                   query_parsing=query_parsing)
 
     def config_for(self, base: MemoryConfig) -> MemoryConfig:
         return apply_overrides(base, self.design, self.overrides)
@@ -63,6 +66,6 @@ class EngineStrategy:
         return {"context_budget": cfg.context_budget, "memory_budget": cfg.injection_budget, "top_k": cfg.top_k}
 
     def open(self, ctx: RunContext) -> EngineRunner:
-        models = Models.real(ctx.settings) if ctx.settings is not None else None
+        models = Models.real(ctx.settings, query_parsing=self.query_parsing) if ctx.settings is not None else None
         engine = MemoryEngine(ctx.config, clock=ctx.clock, models=models, embedder=make_embedder(ctx.embedder))
         return EngineRunner(engine, detail=True)

@@ -7,8 +7,8 @@ question's date (`engine.core.timequery`), a location, the dimension the answer 
 whether an earlier assistant reply is needed. English and Chinese.
 
 `FallbackQueryParser` puts a model parser behind the rules: the model is called only when the
-rules cannot resolve the question (`RuleQueryParser.unresolved`: a time word the rules could not
-turn into dates), and the reason is kept (`last_fallback`) for the event log.
+rules cannot resolve the question (`RuleQueryParser.unresolved`: a time expression the rules could
+not turn into dates), and the reason is kept (`last_fallback`) for the event log.
 """
 
 from __future__ import annotations
@@ -72,10 +72,23 @@ _AGGREGATE = re.compile(
     r"|\b(?:where|what)\s+(?:has|have)\b|\bever\b|\ball (?:the )?(?:times|places|things)\b"
     r"|哪些|几次|多少次|都(?:有|去过|做过)",
     re.I)
-#: A time word the rules do not turn into dates: the model parser should have a look.
-_TIME_WORDS = re.compile(
-    r"\b(?:ago|last|next|previous|since|before|after|until|during|between|around|yesterday|tomorrow|tonight|"
-    r"weekend|week|month|year|spring|summer|autumn|fall|winter|morning|evening)\b|前|后|上个|下个|去年|明年|昨天|明天|以前|以后",
+#: A time expression that constrains dates (not a time of day, not "last chapter" or "before bed"):
+#: when the rules find one and resolve no time constraint from it, the model parser has a look.
+_WHEN = (r"(?:days?|nights?|weeks?|weekends?|months?|years?|decades?|spring|summer|autumn|fall|winter|"
+         r"mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|january|february|march|april|may|"
+         r"june|july|august|september|october|november|december|christmas|easter|new year|holidays?|vacation)")
+_COUNT = r"(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a few|few|several|(?:a )?couple(?: of)?)"
+_DATE_NUMBER = r"\d+(?![\d:]|\s*(?:[ap]\.?m\b|o'?clock|h\b|hours?|minutes?))"
+_TIME_EXPRESSION = re.compile(
+    rf"\b{_COUNT}\s+{_WHEN}\s+ago\b"
+    rf"|\b(?:last|next|previous|past|this past|coming|early|late)\s+{_WHEN}\b"
+    r"|\b(?:day|week|weekend|month|year)\s+(?:before|after)\s+(?:last|next|yesterday|tomorrow)\b"
+    rf"|\b(?:since|before|after|until|till|between|during|around|from)\s+(?:the\s+|last\s+|next\s+|this\s+|early\s+|late\s+)?"
+    rf"(?:{_DATE_NUMBER}|{_WHEN}\b|yesterday\b|tomorrow\b|today\b)"
+    r"|\b(?:yesterday|tomorrow|tonight|recently|lately)\b"
+    r"|上个?月|下个?月|上周|下周|上个?星期|下个?星期|去年|明年|前年|昨天|明天|前天|后天|最近"
+    r"|[0-9一二三四五六七八九十几两]+(?:天|周|个?星期|个月|年)(?:前|后|以前|以后)"
+    r"|(?:今年|去年|明年)?(?:春天|夏天|秋天|冬天)|(?:春节|国庆|中秋)(?:前|后|期间)?",
     re.I)
 
 
@@ -120,10 +133,12 @@ class RuleQueryParser:
         )
 
     def unresolved(self, inp: QueryInput, parsed: ParsedQuery) -> str | None:
-        """Why the rules' parse may be incomplete (None when it is complete): a time word with
-        no time constraint resolved from it."""
-        if parsed.time is None and (m := _TIME_WORDS.search(inp.text)):
-            return f"time word {m.group(0)!r} not resolved to dates"
+        """Why the rules' parse may be incomplete (None when it is complete): a time expression
+        that constrains dates ("last summer", "two weekends ago") with no time constraint resolved
+        from it. Times of day ("before 8 am"), habits ("every morning") and words that only look
+        like time ("the last chapter", "before bed", "a winter jacket") are not unresolved."""
+        if parsed.time is None and (m := _TIME_EXPRESSION.search(inp.text)):
+            return f"time expression {m.group(0)!r} not resolved to dates"
         return None
 
 
