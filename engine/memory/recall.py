@@ -24,7 +24,16 @@ from engine.memory.window import pending_messages
 from engine.roles.types import ParsedQuery, QueryInput
 from engine.stores.base import Store
 
-__all__ = ["logged_rows", "retrieve", "rescore", "parse_query", "assistant_replies"]
+__all__ = ["logged_rows", "retrieve", "rescore", "parse_query", "parser_note", "assistant_replies"]
+
+
+def parser_note(parser: object) -> dict[str, str]:
+    """Who parsed the question, for a rules-first parser (`FallbackQueryParser`): "rules", or the
+    model and why the rules could not resolve it. Empty for a parser without a fallback."""
+    if not hasattr(parser, "last_fallback"):
+        return {}
+    why = getattr(parser, "last_fallback", None)
+    return {"parser": "rules"} if why is None else {"parser": "model", "parser_reason": str(why)}
 
 
 def parse_query(ctx: EngineContext, text: str, *, speaker: str | None, now: datetime) -> ParsedQuery:
@@ -76,6 +85,7 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
             "picked": picked,
             "rows_logged": len(logged_rows(rows, cfg.score_log_rows, excluded)),
             "assistant_recall": bool(parsed.needs_assistant),
+            **parser_note(ctx.models.query_parser),
         }, event_no=event_no)
         store.append_scores(ev.id, user_id, logged_rows(rows, cfg.score_log_rows, excluded))
         event_id = ev.id

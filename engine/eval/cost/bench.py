@@ -77,21 +77,25 @@ class CostRow:
 
 
 def run_cost(scenarios: Sequence[Scenario], *, model: str = "deepseek-chat", embedder: str = "hash",
-             progress: Callable[[int, int, str], None] | None = None) -> list[CostRow]:
-    """Every scenario through every configuration against one local scripted server."""
+             progress: Callable[[int, int, str], None] | None = None, server: Any = None) -> list[CostRow]:
+    """Every scenario through every configuration against one local scripted server (`server`, a
+    running `FakeOpenAI` with a `ScriptedResponder`, or one started here)."""
+    from contextlib import nullcontext
+
     from engine.eval.cost.responder import scripted_server
     from engine.roles.llm import ModelSettings
 
     strategies = cost_strategies()
     rows: list[CostRow] = []
     jobs = [(sc, st) for sc in scenarios for st in strategies]
-    with scripted_server() as server:
+    with nullcontext(server) if server is not None else scripted_server() as server:
         settings = ModelSettings(model=model, base_url=server.base_url)
         for done, (sc, st) in enumerate(jobs):
             if progress:
                 progress(done, len(jobs), f"{sc.name} · {st.name}")
             cfg = sc.memory_config()
             server.responder.summary_tokens = cfg.injection_budget
+            server.responder.seen_prefixes.clear()  # each run starts on a cold prompt cache
             rows.append(CostRow.of(run_strategy(st, sc, config=cfg, settings=settings, embedder=embedder)))
     if progress:
         progress(len(jobs), len(jobs), "done")

@@ -5,14 +5,15 @@ end to end against it: a structured-output request is answered by the scripted r
 the requested schema, LangChain `SummarizationMiddleware`'s summary prompt by the scripted
 summarizer (the user's own statements, newest first within `summary_tokens`), and any other chat
 request by the scripted chat model. This is the stand-in model by design, reached through
-`Models.scripted()` like every other use of the stand-ins. Usage fields mimic DeepSeek's, including
-prompt-cache hits for a system prompt the server has seen before, so the ledger's cache and cost
-columns are exercised. `python -m engine.eval.cost.responder` runs one by hand (it prints its base
+`Models.scripted()` like every other use of the stand-ins. Usage fields mimic DeepSeek's: prompt tokens
+count the tool schemas too, and a prompt prefix (whole messages) the server has seen before is a
+cache hit, so the ledger's cache and cost columns are exercised. `python -m engine.eval.cost.responder` runs one by hand (it prints its base
 URL) for `memlab replay --models real --base-url URL`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -125,15 +126,25 @@ class ScriptedResponder:
         return str(self.models.chat.invoke(lc).content)
 
     def _usage(self, messages: list[dict[str, Any]], output: str, *, tools: Any = None) -> dict[str, int]:
-        """Prompt tokens as a provider counts them: every message and the tool schemas sent (a
-        forced tool's JSON schema is part of the prompt); the system prompt and tools are the
-        cacheable prefix."""
-        schema = json.dumps(tools, ensure_ascii=False, separators=(",", ":")) if tools else ""
-        prompt = sum(_COUNTER.count(str(m.get("content") or "")) + 4 for m in messages) + _COUNTER.count(schema)
-        system = schema + next((str(m.get("content") or "") for m in messages if m["role"] == "system"), "")
+        """Usage as DeepSeek reports it: prompt tokens are every message plus the tool schemas sent
+        (a forced tool's JSON schema is part of the prompt), and a cache hit is the longest prefix
+        of whole messages (tools first) seen in an earlier request, in 64-token units."""
+        parts = [json.dumps(tools, ensure_ascii=False, separators=(",", ":")) if tools else ""]
+        parts += [f"{m.get('role')}:{m.get('content') or ''}" for m in messages]
+        sizes = [_COUNTER.count(parts[0])] + [_COUNTER.count(str(m.get("content") or "")) + 4 for m in messages]
+        prompt = sum(sizes)
+        cached = 0
         with self._lock:
-            hit = (_COUNTER.count(system) // _CACHE_UNIT) * _CACHE_UNIT if system in self.seen_prefixes else 0
-            self.seen_prefixes.add(system)
+            key = ""
+            matching = True
+            for part, size in zip(parts, sizes, strict=True):
+                key = hashlib.sha1(f"{key}\x1e{part}".encode()).hexdigest()
+                if matching and key in self.seen_prefixes:
+                    cached += size
+                else:
+                    matching = False
+                    self.seen_prefixes.add(key)
+        hit = (cached // _CACHE_UNIT) * _CACHE_UNIT
         completion = _COUNTER.count(output)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_cache_hit_tokens": hit, "prompt_cache_miss_tokens": prompt - hit}
