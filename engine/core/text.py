@@ -3,10 +3,17 @@
 FTS5's unicode61 tokenizer keeps a run of Chinese characters as one token (北京 would not match
 我住在北京朝阳区), so Chinese is segmented into words with jieba before indexing and querying;
 the index then stores space-separated tokens and unicode61 splits on the spaces.
+
+A store that keeps every user's text in one index gives each term a per-user key
+(`user_key`): `index_text(text, key=...)` and `fts_query(text, key=...)` write every token as
+key + token, cut into the letter/digit runs unicode61 keeps as one term, so one user's postings
+are one doclist per term and a common word costs what the user's own records hold.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import re
 import threading
@@ -18,6 +25,8 @@ __all__ = [
     "content_tokens",
     "index_text",
     "fts_query",
+    "user_key",
+    "USER_KEY_CHARS",
     "is_cjk",
     "has_cjk",
     "jaccard",
@@ -118,20 +127,51 @@ def content_tokens(text: str) -> list[str]:
     return out
 
 
-def index_text(text: str) -> str:
-    """The text as FTS5 should index it: space-separated tokens (Chinese segmented)."""
-    return " ".join(tokenize(text))
+#: Length of a user key: lowercase base32 (a-z, 2-7), 50 bits of a hash of the user id.
+USER_KEY_CHARS = 10
+#: What unicode61 keeps as one term: a run of letters and digits (it splits on everything else, '_' too).
+_PIECE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def fts_query(text: str, *, max_terms: int = 64) -> str | None:
+def user_key(user_id: str) -> str:
+    """The user's term prefix: alphanumeric, fixed length, the same for the same id in every process.
+
+    Two ids may share a key (50 bits); a store still filters rows by owner, so a collision costs
+    postings, never privacy.
+    """
+    digest = hashlib.blake2b(str(user_id).encode("utf-8", "surrogatepass"), digest_size=8,
+                             person=b"memlab-fts-key").digest()
+    return base64.b32encode(digest).decode("ascii")[:USER_KEY_CHARS].lower()
+
+
+def _keyed(key: str, token: str) -> list[str]:
+    """The unicode61 terms of one token, each prefixed with the key ("don't" -> [key+"don", key+"t"])."""
+    return [key + piece for piece in _PIECE.findall(token)]
+
+
+def index_text(text: str, *, key: str = "") -> str:
+    """The text as FTS5 should index it: space-separated tokens (Chinese segmented).
+
+    With a `key` (see `user_key`) every unicode61 term of every token carries it.
+    """
+    if not key:
+        return " ".join(tokenize(text))
+    return " ".join(term for tok in tokenize(text) for term in _keyed(key, tok))
+
+
+def fts_query(text: str, *, max_terms: int = 64, key: str = "") -> str | None:
     """A safe FTS5 MATCH expression: the query's content tokens, each quoted, OR-ed.
 
     Every token is wrapped in double quotes (inner quotes doubled), so FTS5 syntax in user text
-    (NEAR, *, -, column filters, parentheses) is inert. None when nothing is searchable.
+    (NEAR, *, -, column filters, parentheses) is inert. None when nothing is searchable. With a
+    `key`, each token becomes the phrase of its keyed terms, as `index_text(..., key=key)` wrote them.
     """
     terms = list(dict.fromkeys(content_tokens(text)))[:max_terms]
     if not terms:
         terms = list(dict.fromkeys(tokenize(text)))[:max_terms]
+    if key:
+        terms = list(dict.fromkeys(" ".join(_keyed(key, t)) for t in terms))
+        terms = [t for t in terms if t]
     if not terms:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

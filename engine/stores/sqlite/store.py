@@ -1,9 +1,12 @@
 """The embedded store: one SQLite file (or ':memory:') with sqlite-vec for vectors and FTS5 for text.
 
 One connection per store, shared by all threads under a re-entrant lock, so ':memory:' is one
-database (two connections would see two databases). Vectors live in a `vec0` table partitioned
-by user with a `valid` metadata column, so the KNN runs inside the user's partition and filters
-"current only" inside the search (a global KNN followed by a user filter starves small users).
+database (two connections would see two databases). Float vectors live once, in
+`record_vectors`; their sign bits in a `vec0` table partitioned by user with a `valid` metadata
+column, so the coarse KNN over a partition too large for memory runs inside the user's
+partition and filters "current only" inside the search (a global KNN followed by a user filter
+starves small users). Text lives once, in `records`: `records_fts` is contentless and its terms
+carry the owner's key, so full-text postings are per user (engine.stores.sqlite.search).
 
 Dense search runs on in-memory copies of the users' partitions (engine.stores.sqlite.vectors),
 current while their version equals the partition's row in `partition_versions`, which every
@@ -74,7 +77,6 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self.exact_knn_max = int(exact_knn_max)
         self.rescore_factor = max(1, int(rescore_factor))
         self._memory = self.path == ":memory:" or self.path.startswith("file::memory:")
-        self._has_bits = self.dim % 8 == 0
         self._lock = threading.RLock()
         self._depth = 0
         self._closed = False
@@ -312,7 +314,9 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             counts["record_vectors"] = conn.execute(
                 "DELETE FROM record_vectors WHERE id IN (SELECT id FROM records WHERE user_id = ?)", (user_id,)
             ).rowcount
-            counts["records_fts"] = conn.execute("DELETE FROM records_fts WHERE user_id = ?", (user_id,)).rowcount
+            # the index has no owner column (its terms carry the owner's key): delete by the user's ids
+            counts["records_fts"] = sum(conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rid,)).rowcount
+                                        for rid in ids)  # fmt: skip
             counts.update(self._delete_user_rows(conn, user_id, USER_TABLES))
             # no trace of the user stays; a later partition of the same name gets a fresh version
             self._delete_user_rows(conn, user_id, ("partition_versions", "record_counts"))
