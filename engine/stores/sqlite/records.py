@@ -49,17 +49,17 @@ class SQLiteRecords:
         return check_vector(vector, self.dim, what)
 
     def _matrix(self, vectors: Sequence[Sequence[float]]) -> np.ndarray:
-        """The vectors as one float32 (n, dim) matrix, each checked (one numpy pass for an array input)."""
-        if isinstance(vectors, np.ndarray) and vectors.ndim == 2 and vectors.shape[1] == self.dim \
-                and vectors.dtype.kind == "f" and np.isfinite(vectors).all():
-            return np.ascontiguousarray(vectors, dtype=np.float32)
+        """The vectors as one float32 (n, dim) matrix in one numpy pass; each vector checked alone
+        (for the error that names it) only when the whole is not a finite (n, dim) matrix."""
         if not len(vectors):
             return np.zeros((0, self.dim), dtype=np.float32)
+        try:
+            mat = np.asarray(vectors, dtype=np.float32)
+        except (ValueError, TypeError):
+            mat = None
+        if mat is not None and mat.ndim == 2 and mat.shape[1] == self.dim and np.isfinite(mat).all():
+            return np.ascontiguousarray(mat)
         return np.stack([self._vector(v, f"vector {i}") for i, v in enumerate(vectors)])
-
-    def _insert_vec(self, conn: Any, rid: int, user_id: str, valid: bool, arr: np.ndarray) -> None:
-        conn.execute("INSERT OR REPLACE INTO record_vectors(id, embedding) VALUES (?, ?)", (rid, arr.tobytes()))
-        conn.execute(_VEC_INSERT, (rid, user_id, int(valid), sign_bits(arr)))
 
     @staticmethod
     def _count_change(conn: Any, user_id: str, total: int, current: int) -> None:
