@@ -152,6 +152,8 @@ def user_key(user_id: str) -> str:
 
 def _keyed(key: str, token: str) -> list[str]:
     """The unicode61 terms of one token, each prefixed with the key ("don't" -> [key+"don", key+"t"])."""
+    if token.isalnum():  # the common case: one run of letters and digits, one term
+        return [key + token]
     return [key + piece for piece in _PIECE.findall(token)]
 
 

@@ -10,7 +10,7 @@ validity, patching the in-memory copy), `_vector_partition(conn, user_id, build=
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,18 @@ _FTS_INSERT = "INSERT INTO records_fts(rowid, body) VALUES (?, ?)"
 def sign_bits(arr: np.ndarray) -> bytes:
     """The vector's sign bits, packed as vec0's bit[] column wants them (zero padded to whole bytes)."""
     return np.packbits(arr > 0, bitorder="little").tobytes()
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(MemoryRecord))
+
+
+def _with_id(r: MemoryRecord, rid: int) -> MemoryRecord:
+    """`replace(r, id=rid)` without validating the record again (it was when it was made): 10x faster."""
+    new = object.__new__(MemoryRecord)
+    for name in _RECORD_FIELDS:
+        object.__setattr__(new, name, getattr(r, name))
+    object.__setattr__(new, "id", rid)
+    return new
 
 
 class SQLiteRecords:
@@ -80,7 +92,7 @@ class SQLiteRecords:
         for r in records:
             if r.id is None:
                 next_id += 1
-                out.append(replace(r, id=next_id))
+                out.append(_with_id(r, next_id))
             else:
                 next_id = max(next_id, int(r.id))
                 out.append(r)
