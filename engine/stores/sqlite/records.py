@@ -73,6 +73,10 @@ class SQLiteRecords:
             return np.ascontiguousarray(mat)
         return np.stack([self._vector(v, f"vector {i}") for i, v in enumerate(vectors)])
 
+    def _insert_vec(self, conn: Any, rid: int, user_id: str, valid: bool, arr: np.ndarray) -> None:
+        conn.execute("INSERT OR REPLACE INTO record_vectors(id, embedding) VALUES (?, ?)", (rid, arr.tobytes()))
+        conn.execute(_VEC_INSERT, (rid, user_id, int(valid), sign_bits(arr)))
+
     @staticmethod
     def _count_change(conn: Any, user_id: str, total: int, current: int) -> None:
         conn.execute(
