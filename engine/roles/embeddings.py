@@ -38,61 +38,76 @@ class HashEmbeddings(Embeddings):
 
     def __init__(self, dim: int = 384):
         self.dim = int(dim)
-        self._cache: dict[str, tuple[int, float, np.ndarray, np.ndarray]] = {}
+        self._reset_cache()
 
     #: Characters embedded at most: a memory record is a sentence; a 1 MB message is truncated
     #: here rather than hashing a million trigrams (MiniLM truncates at 256 word pieces anyway).
     max_chars = 8000
 
-    #: Tokens whose features are kept hashed (cleared when full, so memory stays bounded).
+    #: Tokens whose features are kept hashed (forgotten all at once when full: bounded memory).
     cache_tokens = 100_000
 
-    def _features(self, token: str) -> tuple[int, float, np.ndarray, np.ndarray]:
-        """The token's word feature (bucket, signed weight) and its trigrams' (buckets, signed weights)."""
-        got = self._cache.get(token)
-        if got is None:
+    def _reset_cache(self) -> None:
+        """Token -> id, and per id: its word feature (bucket, signed weight) and its trigrams' slice."""
+        self._ids: dict[str, int] = {}
+        self._word_b = np.zeros(0, dtype=np.int64)
+        self._word_w = np.zeros(0)
+        self._tri_start = np.zeros(0, dtype=np.int64)
+        self._tri_len = np.zeros(0, dtype=np.int64)
+        self._tri_b = np.zeros(0, dtype=np.int64)
+        self._tri_w = np.zeros(0)
+
+    def _hash_tokens(self, tokens: list[str]) -> None:
+        """Hash new tokens' features (blake2b, as ever) and append them to the id tables."""
+        wb, ww, tb, tw, tl = [], [], [], [], []
+        for token in tokens:
             padded = f"#{token}#"
-            tri = [padded[i : i + 3] for i in range(max(1, len(padded) - 2))]
+            feats = [("w", token), *(("c", padded[i : i + 3]) for i in range(max(1, len(padded) - 2)))]
             hashes = [int.from_bytes(hashlib.blake2b(f"{kind}:{feat}".encode(), digest_size=8).digest(), "little")
-                      for kind, feat in [("w", token), *(("c", t) for t in tri)]]
-            buckets = [h % self.dim for h in hashes]
+                      for kind, feat in feats]
             signs = [1.0 if (h >> 63) & 1 else -1.0 for h in hashes]
-            got = (buckets[0], signs[0], np.array(buckets[1:], dtype=np.int64), 0.3 * np.array(signs[1:]))
-            if len(self._cache) >= self.cache_tokens:
-                self._cache.clear()
-            self._cache[token] = got
-        return got
+            wb.append(hashes[0] % self.dim)
+            ww.append(signs[0])
+            tb.extend(h % self.dim for h in hashes[1:])
+            tw.extend(0.3 * x for x in signs[1:])
+            tl.append(len(hashes) - 1)
+            self._ids[token] = len(self._ids)
+        starts = len(self._tri_b) + np.concatenate([[0], np.cumsum(tl)[:-1]]).astype(np.int64)
+        self._word_b = np.concatenate([self._word_b, np.array(wb, dtype=np.int64)])
+        self._word_w = np.concatenate([self._word_w, np.array(ww)])
+        self._tri_start = np.concatenate([self._tri_start, starts])
+        self._tri_len = np.concatenate([self._tri_len, np.array(tl, dtype=np.int64)])
+        self._tri_b = np.concatenate([self._tri_b, np.array(tb, dtype=np.int64)])
+        self._tri_w = np.concatenate([self._tri_w, np.array(tw)])
 
     def _matrix(self, texts: Sequence[str]) -> np.ndarray:
         """One float32 row per text, L2-normalised; a text without tokens gets the unit vector e0.
 
-        One bincount over (row, bucket) sums every feature of every text. Within a row it adds
-        them in the order one text always summed them (every word, then every token's
+        Each text's word features are its tokens' word buckets, its trigram features their
+        trigram slices in token order; one bincount over (row, bucket) sums them all. Within a
+        row it adds in the order one text was always summed (every word, then every token's
         trigrams), so the vectors are the same to the last bit as hashing one text at a time.
         """
         n, dim = len(texts), self.dim
-        w_bucket: list[int] = []
-        w_sign: list[float] = []
-        w_row: list[int] = []
-        tri_b: list[np.ndarray] = []
-        tri_w: list[np.ndarray] = []
-        tri_row: list[int] = []
-        tri_len: list[int] = []
-        for row, text in enumerate(texts):
-            for t in tokenize(text[: self.max_chars]):
-                f = self._cache.get(t) or self._features(t)
-                w_bucket.append(f[0])
-                w_sign.append(f[1])
-                w_row.append(row)
-                tri_b.append(f[2])
-                tri_w.append(f[3])
-                tri_row.append(row)
-                tri_len.append(len(f[2]))
+        per_text = [tokenize(text[: self.max_chars]) for text in texts]
+        ids = self._ids
+        new = list(dict.fromkeys(t for toks in per_text for t in toks if t not in ids))
+        if new and len(ids) + len(new) > self.cache_tokens:
+            self._reset_cache()
+            new = list(dict.fromkeys(t for toks in per_text for t in toks))
+        if new:
+            self._hash_tokens(new)
+            ids = self._ids
         sums = np.zeros(n * dim)
-        if w_bucket:
-            rows = np.concatenate([np.array(w_row, dtype=np.int64), np.repeat(np.array(tri_row, dtype=np.int64), tri_len)])
-            idx = np.concatenate([np.array(w_bucket, dtype=np.int64), *tri_b]) + rows * dim
-            sums = np.bincount(idx, np.concatenate([np.array(w_sign), *tri_w]), minlength=n * dim)
+        lens = np.fromiter((len(toks) for toks in per_text), dtype=np.int64, count=n)
+        if lens.sum():
+            tid = np.fromiter((ids[t] for toks in per_text for t in toks), dtype=np.int64, count=int(lens.sum()))
+            row = np.repeat(np.arange(n, dtype=np.int64), lens) * dim
+            tlen = self._tri_len[tid]
+            first = np.cumsum(tlen) - tlen  # where each token's trigrams start in the flat list
+            pos = np.repeat(self._tri_start[tid] - first, tlen) + np.arange(int(tlen.sum()), dtype=np.int64)
+            idx = np.concatenate([self._word_b[tid] + row, self._tri_b[pos] + np.repeat(row, tlen)])
+            sums = np.bincount(idx, np.concatenate([self._word_w[tid], self._tri_w[pos]]), minlength=n * dim)
         mat = sums.reshape(n, dim)
         norms = np.array([np.linalg.norm(v) for v in mat])  # row by row: the same rounding as one vector
         empty = norms == 0
