@@ -269,3 +269,52 @@ def test_bounded_reads_cost_the_same_at_any_history_length(store_factory, rng):
         cost_small = _vm_steps(small, lambda read=read: read(small, rs_small))
         cost_big = _vm_steps(big, lambda read=read: read(big, rs_big))
         assert cost_big <= cost_small * 1.2 + 20, f"{name}: {cost_small} steps at 40 turns, {cost_big} at 2,000"
+
+
+def test_bm25_reads_the_users_own_postings_and_a_key_collision_never_leaks(store_factory, rng, monkeypatch):
+    from engine.core.text import user_key
+    from engine.stores.sqlite import rows, search
+
+    store = store_factory("k.db")
+    mine = store.add_records([rec("alice", f"my order number {i}") for i in range(5)], unit(rng, 5, 32))
+    store.add_records([rec("bob", "order order order") for _ in range(60)], unit(rng, 60, 32))
+    terms = {t for (t,) in store.conn.execute("SELECT body FROM records_fts")} - {None}
+    assert terms == set()  # contentless: the text is stored once, in records
+    store.conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, 'records_fts', 'row')")
+    docs = dict(store.conn.execute("SELECT term, doc FROM temp.v").fetchall())
+    assert docs[user_key("alice") + "order"] == 5 and docs[user_key("bob") + "order"] == 60 and "order" not in docs
+    assert {i for i, _ in store.search_bm25("alice", "order", k=3)} <= {r.id for r in mine}
+    # two users whose keys collide share doclists; bob's better matches crowd the top, alice still gets hers
+    monkeypatch.setattr(rows, "user_key", lambda u: "collision0")
+    monkeypatch.setattr(search, "user_key", lambda u: "collision0")
+    a2 = store.add_records([rec("alice", f"order {i}") for i in range(3)], unit(rng, 3, 32))
+    store.add_records([rec("bob", "order order order order") for _ in range(80)], unit(rng, 80, 32))
+    hits = store.search_bm25("alice", "order", k=3)
+    assert sorted(i for i, _ in hits) == sorted(r.id for r in a2)
+    assert all(i not in {r.id for r in a2} for i, _ in store.search_bm25("carol", "order", k=50))
+
+
+@pytest.mark.parametrize("dim", [12, 32])
+def test_dense_search_over_the_memory_budget_reads_the_stored_floats(store_factory, rng, dim):
+    """No room in memory: exact from record_vectors up to exact_knn_max, else sign bits then floats."""
+    exact = store_factory(dim=dim, vector_cache_mb=0)
+    coarse = store_factory(dim=dim, vector_cache_mb=0, exact_knn_max=50, rescore_factor=8)
+    v = unit(rng, 300, dim)
+    for store in (exact, coarse):
+        rs = store.add_records([rec("u", f"r{i}") for i in range(300)], v)
+        store.add_records([rec("w", f"w{i}") for i in range(40)], unit(rng, 40, dim))
+        store.supersede("u", rs[7].id, rs[8].id, T0 + timedelta(days=1))
+    ids = np.array([r.id for r in rs])
+    current = np.ones(300, bool)
+    current[7] = False
+    for q in [*unit(rng, 5, dim), v[123]]:
+        cos = (v @ q) / np.linalg.norm(q)
+        want = [int(ids[i]) for i in np.argsort(-np.where(current, cos, -np.inf), kind="stable")[:10]]
+        got = exact.search_dense("u", q, k=10)
+        assert [i for i, _ in got] == want
+        assert [s for _, s in got] == pytest.approx([float(cos[np.flatnonzero(ids == i)[0]]) for i in want], abs=1e-5)
+        found = coarse.search_dense("u", q, k=10)
+        assert len(found) == 10 and {i for i, _ in found} <= set(ids[current].tolist())
+        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert coarse.search_dense("u", v[123], k=3)[0][0] == rs[123].id
+    assert "u" not in coarse._vcache and rs[7].id not in {i for i, _ in coarse.search_dense("u", v[7], k=20)}

@@ -65,3 +65,36 @@ def test_concurrent_cli_replays_on_a_fresh_file_all_succeed_and_check_clean(tmp_
     print(f"\n{r.to_dict()}")
     assert r.exit_codes == [0] * processes, r.errors
     assert r.check_exit == 0 and "every invariant holds" in r.check_output
+
+
+def test_step_5_keys_full_text_per_user_and_stores_text_and_floats_once(tmp_path):
+    from benchmarks.harness.schema_sample import DIM, build_at_version, compare_sample
+    from engine.core.text import user_key
+    from engine.stores.sqlite import SQLiteStore
+
+    path = str(tmp_path / "v4.db")
+    sample = build_at_version(path, 4)
+    with SQLiteStore(path, dim=DIM) as store:
+        assert store.schema_version == SCHEMA_VERSION >= 5
+        assert compare_sample(store, sample) == []
+        conn = store.conn
+        rows = conn.execute("SELECT rowid, body FROM records_fts ORDER BY rowid").fetchall()
+        every = sorted(r[0] for rs in sample.records.values() for r in rs)
+        assert [r[0] for r in rows] == every and all(body is None for _, body in rows)  # contentless, all rows kept
+        conn.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, 'records_fts', 'row')")
+        terms = dict(conn.execute("SELECT term, doc FROM temp.terms").fetchall())
+        keys = {user_key(u): u for u in sample.users}
+        assert len(keys) == len(sample.users) and all(t[:10] in keys for t in terms)  # no term without an owner
+        for user in sample.users:  # one doclist per user: "tea" is every record of the user, superseded too
+            assert terms[user_key(user) + "tea"] == len(sample.records[user])
+        vec_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records_vec'").fetchone()[0]
+        assert "float[" not in vec_sql and f"bit[{DIM}]" in vec_sql
+        bits = conn.execute("SELECT count(*) FROM records_vec").fetchone()[0]
+        assert bits == len(every)
+        mine = {i for i, _ in store.search_bm25("user0", "green tea user1", k=50)}
+        assert mine == {r[0] for r in sample.records["user0"][1:]}
+        # the bit-only vec0 still serves the coarse pass over a partition with no room in memory
+        store.exact_knn_max, store.rescore_factor = 1, 1
+        store._vcache.budget_bytes = 0
+        target = sample.records["user1"][2][0]
+        assert store.search_dense("user1", sample.vectors[target], k=1)[0][0] == target

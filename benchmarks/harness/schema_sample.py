@@ -58,8 +58,12 @@ def _insert_messages(conn: Any, sample: Sample, user: str, sessions: int, per_se
             sample.messages.setdefault(user, []).append((mid, f"s{s}", role, content, at.isoformat()))
 
 
-def _insert_records(conn: Any, sample: Sample, user: str, n: int, rng: np.random.Generator) -> None:
-    """Records grounded on the user's first message, with vec0, float and full-text rows; #0 superseded by #1."""
+def _insert_records(conn: Any, sample: Sample, user: str, n: int, rng: np.random.Generator, version: int) -> None:
+    """Records grounded on the user's first message, with vec0, float and full-text rows; #0 superseded by #1.
+
+    From version 5 the full-text body is keyed by the owner and vec0 holds only the sign bits."""
+    from engine.stores.sqlite.rows import body_text
+
     first = sample.messages[user][0]
     source = json.dumps({"session_id": first[1], "message_ids": [first[0]], "speaker": "user"})
     for i in range(n):
@@ -70,11 +74,17 @@ def _insert_records(conn: Any, sample: Sample, user: str, n: int, rng: np.random
             "VALUES (?, ?, 'fact', '[\"preference\"]', 'drinks', '[\"tea\"]', ?, ?, ?) RETURNING id",
             (user, content, source, T0.isoformat(), T0.timestamp()),
         ).fetchall()[0]
-        conn.execute("INSERT INTO records_fts(rowid, body, user_id) VALUES (?, ?, ?)", (rid, f"{content} tea", user))
+        bits = np.packbits(vec > 0, bitorder="little").tobytes()
         conn.execute("INSERT INTO record_vectors(id, embedding) VALUES (?, ?)", (rid, vec.tobytes()))
-        conn.execute("INSERT INTO records_vec(rowid, user_id, valid, embedding, embedding_bits) "
-                     "VALUES (?, ?, 1, ?, vec_bit(?))",
-                     (rid, user, vec.tobytes(), np.packbits(vec > 0, bitorder="little").tobytes()))  # fmt: skip
+        if version >= 5:
+            conn.execute("INSERT INTO records_fts(rowid, body) VALUES (?, ?)",
+                         (rid, body_text(user, content, ["tea"], None, None, None)))
+            conn.execute("INSERT INTO records_vec(rowid, user_id, valid, embedding_bits) VALUES (?, ?, 1, vec_bit(?))",
+                         (rid, user, bits))
+        else:
+            conn.execute("INSERT INTO records_fts(rowid, body, user_id) VALUES (?, ?, ?)", (rid, f"{content} tea", user))
+            conn.execute("INSERT INTO records_vec(rowid, user_id, valid, embedding, embedding_bits) "
+                         "VALUES (?, ?, 1, ?, vec_bit(?))", (rid, user, vec.tobytes(), bits))  # fmt: skip
         sample.records.setdefault(user, []).append([rid, content, 1, None])
         sample.vectors[rid] = vec.astype(float).tolist()
     old, new = sample.records[user][0], sample.records[user][1]
@@ -130,6 +140,7 @@ def _insert_derived(conn: Any, version: int) -> None:
         conn.execute("INSERT INTO record_counts SELECT user_id, count(*), sum(valid) FROM records GROUP BY 1")
         conn.execute("UPDATE profiles SET updated_at_ts = ?", (T0.timestamp(),))
     # version 4 derives nothing the writes keep (said_at is backfilled from valid_from by the migration)
+    # version 5 derives nothing either (its index rows are written with the records, see _insert_records)
 
 
 def build_at_version(path: str, version: int, *, users: int = 3, sessions: int = 2, per_session: int = 4,
@@ -148,7 +159,7 @@ def build_at_version(path: str, version: int, *, users: int = 3, sessions: int =
             user = f"user{u}"
             sample.users.append(user)
             _insert_messages(conn, sample, user, sessions, per_session)
-            _insert_records(conn, sample, user, records, rng)
+            _insert_records(conn, sample, user, records, rng, version)
             _insert_user_state(conn, sample, user)
         _insert_derived(conn, version)
         conn.execute("COMMIT")

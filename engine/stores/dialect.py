@@ -19,9 +19,12 @@ from typing import Any, ClassVar
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "PostgresDialect", "SQLiteDialect", "to_json", "utc_offset"]
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)  # json.dumps(..., ensure_ascii=False) builds one per call
+
+
 def to_json(value: Any) -> str:
     """JSON as stored: text (not jsonb), non-ASCII kept, so key order and floats round-trip exactly."""
-    return json.dumps(value, ensure_ascii=False)
+    return _JSON.encode(value)
 
 
 def utc_offset(value: datetime | None) -> int | None:

@@ -102,6 +102,17 @@ def _retrieval_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _keyword_lines(result: dict[str, Any]) -> list[str]:
+    """The BM25 path alone on a common word, and ingest with the hash embedder, per store and size."""
+    lines = [f"{'store':<9}{'N':>8}{'bm25 common-word p50 ms':>25}{'p95 ms':>9}{'ingest+hash embed/s':>21}"]
+    for name, data in result["stores"].items():
+        for n, row in data["sizes"].items():
+            lines.append(f"{name:<9}{n:>8}{_fmt(row.get('keyword_common_p50_ms'), '.2f'):>25}"
+                         f"{_fmt(row.get('keyword_common_p95_ms'), '.2f'):>9}"
+                         f"{_fmt(row.get('ingest_hash_embed_per_s'), '.0f'):>21}")
+    return lines
+
+
 def _session_lines(session: dict[str, Any]) -> list[str]:
     lo, hi = session["step_seconds"]
     lines = [f"one session of {session['turns']} turns (MemoryEngine.turn, scripted models, virtual clock "
@@ -128,6 +139,7 @@ def format_table(result: dict[str, Any]) -> str:
         f"python {cfg.get('python', v.get('python'))}, sqlite {v.get('sqlite')} ({v.get('sqlite_driver')}), "
         f"sqlite-vec {v.get('sqlite_vec')}, git {str(cfg.get('git_commit'))[:12]}",
         *_retrieval_lines(result),
+        *_keyword_lines(result),
     ]
     if result.get("session"):
         lines += ["", *_session_lines(result["session"])]

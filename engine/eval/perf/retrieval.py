@@ -5,7 +5,8 @@ the partitioning is exercised), all written by bulk `store.add_records` of the s
 Each timed query is `engine.retrieve(user, text, session_id=..., log=True)`: query parsing (the
 scripted parser), the query embedding, the configured paths (BM25, dense, dimension match) and the
 floor candidates, fusion, the forgetting-curve ranking with the live-window check, and the scoring
-log, the same call `MemoryEngine.turn` makes. Nothing here retrieves by other means; the store's
+log, the same call `MemoryEngine.turn` makes. Beside it: the store's BM25 path alone on the
+corpus's most common word, and the ingest rate when each batch is hash-embedded first. Nothing here retrieves by other means; the store's
 dense search is only compared with exact numpy cosine to report its recall.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
 from engine.eval.perf.corpus import BENCH_NOW, STORE_FACTORIES, synthetic_corpus
+from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings
 
@@ -31,6 +33,8 @@ BATCH = 500
 USER = "bench-user"
 SESSION = "bench-session"
 WARMUP = 5
+#: Records embedded and written for the hash-embedder ingest rate (a new store of this many at most).
+HASH_INGEST_MAX = 10000
 
 
 def percentile_ms(seconds: list[float], q: float) -> float:
@@ -92,6 +96,40 @@ def _time_retrievals(engine: MemoryEngine, texts: list[str]) -> list[float]:
     return lat
 
 
+def common_word(corpus: synthetic_corpus) -> str:
+    """The corpus's most frequent indexed word (about 3 % of the records hold it)."""
+    return str(corpus.words[int(np.argmax(np.diff(corpus.cdf, prepend=0.0)))])
+
+
+def _time_keyword(store: Any, word: str, k: int, repeats: int) -> dict[str, float]:
+    """The store's BM25 path alone on a common word: what one user's postings of it cost."""
+    for _ in range(min(WARMUP, repeats)):
+        store.search_bm25(USER, word, k=k)
+    lat = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        store.search_bm25(USER, word, k=k)
+        lat.append(time.perf_counter() - t0)
+    return {"keyword_common_p50_ms": percentile_ms(lat, 50), "keyword_common_p95_ms": percentile_ms(lat, 95)}
+
+
+def _hash_ingest_rate(name: str, tmpdir: str, corpus: synthetic_corpus, dim: int, n: int) -> float:
+    """Records per second into a new store when each batch is embedded with the hash embedder first."""
+    path = os.path.join(tmpdir, "hash-ingest")
+    os.makedirs(path, exist_ok=True)
+    store = STORE_FACTORIES[name](path, dim)
+    embedder, seconds = HashEmbeddings(dim), 0.0
+    try:
+        for start in range(0, n, BATCH):
+            recs = corpus.records(USER, min(BATCH, n - start), BENCH_NOW)
+            t0 = time.perf_counter()
+            store.add_records(recs, embedder.embed_documents([record_text(r) for r in recs]))
+            seconds += time.perf_counter() - t0
+    finally:
+        store.close()
+    return round(n / seconds, 1) if seconds else 0.0
+
+
 def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: int, other_users: int, seed: int,
                  turn_fn: Callable[[Any, str, str], Any] | None, progress: Callable[[str], None] | None
                  ) -> dict[str, Any]:
@@ -117,8 +155,10 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
                     turn_fn(store, USER, text)
                     tl.append(time.perf_counter() - t0)
                 turn = percentile_ms(tl, 50)
+            keyword = _time_keyword(store, common_word(corpus), config.candidate_k, queries)
         finally:
             store.close()
+        hash_ingest = _hash_ingest_rate(name, tmpdir, corpus, dim, min(n, HASH_INGEST_MAX))
     return {
         "records_user": n,
         "records_total": int(total),
@@ -128,6 +168,8 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
         "ingest_per_s": round(done / t_ingest, 1) if t_ingest else None,
         "bytes_per_record": None if size is None else round(size / max(1, total), 1),
         "dense_recall_at_k": recall,
+        **keyword,
+        "ingest_hash_embed_per_s": hash_ingest,
     }
 
 

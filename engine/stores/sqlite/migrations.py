@@ -10,7 +10,10 @@ file migrate it exactly once (see engine.stores.migrate).
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import numpy as np
 
 from engine.core.errors import StoreError
 from engine.stores.migrate import (
@@ -135,11 +138,76 @@ def _said_at_and_sources(conn: Any, ctx: dict[str, Any]) -> None:
     ], version=4)
 
 
+#: Rows per batch when a step rebuilds an index from `records`.
+_REBUILD_BATCH = 2000
+
+
+def _rebuild_fts(conn: Any) -> None:
+    """Every record's keyed body into the new contentless index (current and superseded alike)."""
+    from engine.stores.sqlite.rows import body_text
+
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, user_id, content, keywords, location, reason, purpose FROM records WHERE id > ? "
+            "ORDER BY id LIMIT ?", (last, _REBUILD_BATCH)).fetchall()
+        if not rows:
+            return
+        conn.executemany("INSERT INTO records_fts(rowid, body) VALUES (?, ?)",
+                         [(r[0], body_text(r[1], r[2], json.loads(r[3]), r[4], r[5], r[6])) for r in rows])
+        last = rows[-1][0]
+
+
+def _rebuild_vec(conn: Any, dim: int) -> None:
+    """Every record's sign bits from its float vector, under its user and validity."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT r.id, r.user_id, r.valid, v.embedding FROM records r JOIN record_vectors v ON v.id = r.id "
+            "WHERE r.id > ? ORDER BY r.id LIMIT ?", (last, _REBUILD_BATCH)).fetchall()
+        if not rows:
+            return
+        mat = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        bits = np.packbits(mat > 0, axis=1, bitorder="little")
+        conn.executemany(
+            "INSERT INTO records_vec(rowid, user_id, valid, embedding_bits) VALUES (?, ?, ?, vec_bit(?))",
+            [(r[0], r[1], r[2], b.tobytes()) for r, b in zip(rows, bits, strict=True)])
+        last = rows[-1][0]
+
+
+def _keyed_fts_bits_only_vec(conn: Any, ctx: dict[str, Any]) -> None:
+    """Per-user full-text postings, text and float vectors stored once.
+
+    `records_fts` becomes contentless (the text lives in `records` only) and indexes every term
+    prefixed with its owner's key (engine.core.text.user_key), so FTS5 keeps one doclist per
+    user and term; the owner column goes (searches join `records` on the owner instead).
+    `records_vec` keeps only the sign bits (bit[dim rounded up to 8], zero padded) for the coarse
+    Hamming pass over partitions too large to hold in memory; floats live in `record_vectors`.
+    Both are rebuilt from `records` and `record_vectors`, keeping every row.
+    """
+    dim = int(ctx["dim"])
+    nbits = -(-dim // 8) * 8
+    # contentless_delete needs SQLite 3.43; an older library keeps the (keyed) text in the index too
+    version = tuple(int(x) for x in conn.execute("SELECT sqlite_version()").fetchone()[0].split(".")[:2])
+    content = ", content='', contentless_delete=1" if version >= (3, 43) else ""
+    execute = _executor(conn)
+    run_statements(lambda st: st(conn) if callable(st) else execute(st), [
+        "DROP TABLE records_fts",
+        f"CREATE VIRTUAL TABLE records_fts USING fts5(body{content}, tokenize='unicode61')",
+        _rebuild_fts,
+        "DROP TABLE records_vec",
+        f"""CREATE VIRTUAL TABLE records_vec USING vec0(
+            user_id text partition key, valid integer, embedding_bits bit[{nbits}])""",
+        lambda c: _rebuild_vec(c, dim),
+    ], version=5)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_initial),
     Migration(version=2, name="partition versions", apply=_partition_versions),
     Migration(version=3, name="bounded reads (session heads, record counts, indexes)", apply=_bounded_reads),
     Migration(version=4, name="record said_at and lasting, profile value sources", apply=_said_at_and_sources),
+    Migration(version=5, name="per-user contentless full text, sign bits only in vec0", apply=_keyed_fts_bits_only_vec),
 )
 #: The schema this code writes; a file at a higher version is refused (a newer memlab wrote it).
 SCHEMA_VERSION = check_sequence(MIGRATIONS)

@@ -14,10 +14,10 @@ from functools import lru_cache
 from typing import Any
 
 from engine.core.records import MemoryRecord, SourcePointer, TimeSpan
-from engine.core.text import index_text
+from engine.core.text import index_text, user_key
 from engine.stores.dialect import to_json
 
-__all__ = ["MUTABLE_COLUMNS", "RECORD_COLUMNS", "fts_body", "ids_json", "insert_values", "mutable_values",
+__all__ = ["MUTABLE_COLUMNS", "RECORD_COLUMNS", "body_text", "fts_body", "ids_json", "insert_values", "mutable_values",
            "record_from_row"]
 
 RECORD_COLUMNS = (
@@ -83,9 +83,16 @@ def record_from_row(row: Sequence[Any]) -> MemoryRecord:
 
 
 def fts_body(r: MemoryRecord) -> str:
-    """What full text sees: content, keywords, location, reason, purpose, segmented like queries."""
-    parts = [r.content, " ".join(r.keywords), r.location or "", r.reason or "", r.purpose or ""]
-    return index_text(" ".join(p for p in parts if p))
+    """What full text sees: content, keywords, location, reason, purpose, segmented like queries,
+    every term keyed by the owner (`user_key`), so each user's postings are their own doclists."""
+    return body_text(r.user_id, r.content, r.keywords, r.location, r.reason, r.purpose)
+
+
+def body_text(user_id: str, content: str, keywords: Sequence[str], location: str | None, reason: str | None,
+              purpose: str | None) -> str:
+    """`fts_body` from the stored fields (the migration rebuilds the index from rows with it)."""
+    parts = [content, " ".join(keywords), location or "", reason or "", purpose or ""]
+    return index_text(" ".join(p for p in parts if p), key=user_key(user_id))
 
 
 def mutable_values(r: MemoryRecord) -> list[Any]:

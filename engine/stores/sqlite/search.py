@@ -1,11 +1,17 @@
 """SQLiteStore's retrieval primitives: FTS5 BM25 and dense KNN, inside one user's partition.
 
-A mixin of SQLiteStore, which provides `_read()`, `_sync(conn)`, `_partition_size(conn, user)`
-("*" for the whole index), `_vector_partition(conn, user)` (the in-memory copy, None over the
-memory budget), `dim`, `_has_bits`, `exact_knn_max` and `rescore_factor`.
+A mixin of SQLiteStore, which provides `_read()`, `_sync(conn)`, `_partition_size(conn, user)`,
+`_vector_partition(conn, user)` (the in-memory copy, None over the memory budget), `dim`,
+`exact_knn_max` and `rescore_factor`.
 
-Dense search runs on the in-memory copy when there is one (exact); otherwise on vec0: exact up
-to `exact_knn_max` vectors, above that a Hamming KNN on the sign bits rescored on the floats.
+Full text: every indexed term carries its owner's key (engine.core.text.user_key), so a query
+reads only the user's doclists; the owner join on `records` stays, so a key shared by two users
+costs postings, never a row of the other user. BM25 then counts document frequencies within
+the user's records (the document count and average length stay those of the whole index).
+
+Dense search runs on the in-memory copy when there is one (exact); otherwise from the stored
+floats: exact up to `exact_knn_max` vectors, above that a Hamming KNN on vec0's sign bits
+rescored on the floats of `record_vectors`.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.text import fts_query
+from engine.core.text import fts_query, user_key
 from engine.stores.sql import check_vector
 from engine.stores.sqlite.records import sign_bits
 
@@ -34,36 +40,33 @@ class SQLiteSearch:
     def search_bm25(
         self, user_id: str, query: str, *, k: int, include_invalid: bool = False
     ) -> list[tuple[int, float]]:
-        """FTS5 bm25 restricted to the user; exact top-k.
+        """FTS5 bm25 over the user's own postings; exact top-k.
 
-        Filtering on the UNINDEXED user column costs a content-row read per match, so when the
-        user owns most of the index the global top-M is ranked first and filtered; if that yields
-        fewer than k of the user's rows the query reruns with the per-row filter (no starvation).
+        The best few matches are ranked inside FTS5 and then kept when they are the user's
+        (current) rows; when superseded rows or a key collision leave fewer than k, every match
+        is joined instead (no starvation).
         """
-        match = fts_query(query or "")
+        match = fts_query(query or "", key=user_key(user_id))
         if match is None or k <= 0:
             return []
         valid = "" if include_invalid else " AND r.valid = 1"
         with self._read() as conn:
-            self._sync(conn)
-            share = self._partition_size(conn, user_id) / max(1, self._partition_size(conn, "*"))
-            if share >= 0.25:
-                found = self._bm25_global_first(conn, match, user_id, k, share, valid)
-                if found is not None:
-                    return found
+            found = self._bm25_top_first(conn, match, user_id, int(k), valid)
+            if found is not None:
+                return found
             rows = conn.execute(
                 "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(records_fts) AS s FROM records_fts "
-                "WHERE records_fts MATCH ? AND user_id = ?) "
-                f"SELECT h.id, h.s FROM hits h JOIN records r ON r.id = h.id WHERE 1 = 1{valid} "
+                "WHERE records_fts MATCH ?) "
+                f"SELECT h.id, h.s FROM hits h JOIN records r ON r.id = h.id WHERE r.user_id = ?{valid} "
                 "ORDER BY h.s, h.id LIMIT ?",
                 (match, user_id, int(k)),
             ).fetchall()
         return [(int(rid), -float(s)) for rid, s in rows]
 
     @staticmethod
-    def _bm25_global_first(conn: Any, match: str, user_id: str, k: int, share: float, valid: str):
-        """The global top-M filtered to the user, or None when that may have missed some of the user's rows."""
-        limit = int(k / share * 2) + 10
+    def _bm25_top_first(conn: Any, match: str, user_id: str, k: int, valid: str):
+        """The top-M matches filtered to the user's rows, or None when that may have missed some."""
+        limit = 2 * k + 16
         hits = conn.execute(
             "SELECT rowid, bm25(records_fts) AS s FROM records_fts WHERE records_fts MATCH ? ORDER BY s, rowid LIMIT ?",
             (match, limit),
@@ -73,7 +76,7 @@ class SQLiteSearch:
             rows = conn.execute(
                 "SELECT h.key, h.value ->> '$[1]' FROM json_each(?) h JOIN records r ON r.id = h.value ->> '$[0]' "
                 f"WHERE r.user_id = ?{valid} ORDER BY h.key LIMIT ?",
-                (json.dumps(hits), user_id, int(k)),
+                (json.dumps(hits), user_id, k),
             ).fetchall()
             rows = [(hits[i][0], s) for i, s in rows]
         if len(rows) >= k or len(hits) < limit:
@@ -86,31 +89,40 @@ class SQLiteSearch:
         if k <= 0:
             return []
         arr = check_vector(vector, self.dim, "query vector")
-        valid = "" if include_invalid else " AND valid = 1"
         with self._read() as conn:
             self._sync(conn)
             part = self._vector_partition(conn, user_id)
             if part is not None:
                 return part.search(arr, int(k), include_invalid)
-            k = min(int(k), VEC_MAX_K)
             size = self._partition_size(conn, user_id)
             if size == 0:
                 return []
-            if not self._has_bits or size <= self.exact_knn_max or k * self.rescore_factor >= size:
-                rows = conn.execute(
-                    "SELECT rowid, distance FROM records_vec WHERE embedding MATCH ? AND k = ? "
-                    f"AND user_id = ?{valid} ORDER BY distance",
-                    (arr.tobytes(), k, user_id),
-                ).fetchall()
-                return [(int(rid), 1.0 - float(d)) for rid, d in rows]
-            # coarse: Hamming KNN on the sign bits; fine: exact cosine on the float vectors
-            coarse_k = min(k * self.rescore_factor, VEC_MAX_K)
-            ids = [r[0] for r in conn.execute(
-                "SELECT rowid FROM records_vec WHERE embedding_bits MATCH vec_bit(?) AND k = ? "
-                f"AND user_id = ?{valid}",
-                (sign_bits(arr), coarse_k, user_id),
-            )]  # fmt: skip
-            blobs = self._blobs(conn, user_id, ids)
+            if size <= self.exact_knn_max or k * self.rescore_factor >= size:
+                # exact: every float of the user, streamed from record_vectors
+                blobs = self._user_blobs(conn, user_id, include_invalid)
+            else:
+                # coarse: Hamming KNN on the sign bits; fine: exact cosine on the float vectors
+                coarse_k = min(int(k) * self.rescore_factor, VEC_MAX_K)
+                valid = "" if include_invalid else " AND valid = 1"
+                ids = [r[0] for r in conn.execute(
+                    "SELECT rowid FROM records_vec WHERE embedding_bits MATCH vec_bit(?) AND k = ? "
+                    f"AND user_id = ?{valid}",
+                    (sign_bits(arr), coarse_k, user_id),
+                )]  # fmt: skip
+                blobs = self._blobs(conn, user_id, ids)
+        return self._rank_blobs(blobs, arr, int(k))
+
+    @staticmethod
+    def _user_blobs(conn: Any, user_id: str, include_invalid: bool) -> list[tuple[int, bytes]]:
+        valid = "" if include_invalid else " AND r.valid = 1"
+        return conn.execute(
+            "SELECT r.id, v.embedding FROM records r JOIN record_vectors v ON v.id = r.id "
+            f"WHERE r.user_id = ?{valid} ORDER BY r.id",
+            (user_id,),
+        ).fetchall()
+
+    def _rank_blobs(self, blobs: list[tuple[int, bytes]], arr: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Exact cosine of the query with each (id, float32 blob), best first, ties by id."""
         if not blobs:
             return []
         mat = np.frombuffer(b"".join(b for _, b in blobs), dtype=np.float32).reshape(len(blobs), self.dim)
