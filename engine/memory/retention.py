@@ -1,0 +1,192 @@
+"""Log retention: a session's last `log_full_turns` turns keep every row; older turns are compacted.
+
+Every turn writes ~10 events and up to `score_log_rows` (+ seated and held-back) scoring rows;
+kept forever, that is ~20 KB per turn. Compaction runs on the turn path, one bounded step per
+turn: read the session's events after the retention cursor (kv `log-compacted:{session}`, an event
+id) through the (user, session, id) index, at most `BATCH` of them, and compact the whole turns
+among them that are now older than the window. Nothing before the window is read twice.
+
+What a compacted turn keeps (everything the lab's views and the engine read back):
+
+- the event's own steps, in full, on a turn where a memory event ran (session, overflow, extract,
+  the extractor's input and output, update, tune, induct, truncate) and its gate numbers;
+- stamps, inject, reinforce, user edits, errors and every kind not listed below, in full;
+- the retrieval's seated score rows, the held-back ones and the nearest row left out (what the
+  memory trace shows); the retrieve event keeps its query keywords, counts, picks and a
+  `compacted` note with the rows dropped;
+- the live-window guard's steps as counts: its extractor calls (purpose "live-window") keep the
+  extractor, model and message and record counts, not the payload (they are not training pairs:
+  `memlab export-extractions` skips them); its contradiction checks keep what they held back
+  and drop the comparisons (a check that held nothing is dropped).
+
+On an ordinary turn (no memory event) the gate, reply and exposure events go too, and the gate's
+row becomes the turn's one-row summary: kind "compacted", with the gate's pending count and what
+was dropped. On an event turn the gate stays and carries the same summary under "compacted".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.core.records import Event
+from engine.stores.base import Store
+
+__all__ = ["BATCH", "COMPACTED_KIND", "EVENT_STEP_KINDS", "ROW_FIELDS", "compact_session", "compact_turn", "cursor_key"]
+
+#: Events read per turn at most (a turn writes ~10; a backlog is worked off this many at a time).
+BATCH = 256
+#: The kind of an ordinary turn's summary row (its gate event, rewritten).
+COMPACTED_KIND = "compacted"
+#: Log kinds that only appear when a memory event ran in the turn.
+EVENT_STEP_KINDS = ("session", "overflow", "extract", "update", "induct", "truncate")
+#: Dropped from an ordinary compacted turn (counted in its summary).
+DROP_ORDINARY = ("reply", "exposure")
+#: What a compacted inject event keeps (the Memory over time view reads its record ids).
+INJECT_KEPT = ("record_ids", "payload_tokens", "window_messages")
+#: A compacted retrieval's kept rows: one list per row, in this order.
+ROW_FIELDS = ("record_id", "verdict", "why", "S")
+
+
+def cursor_key(session_id: str) -> str:
+    return f"log-compacted:{session_id}"
+
+
+def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, full_turns: int) -> dict[str, int] | None:
+    """Compact the session's turns older than the last `full_turns` (up to `BATCH` events); returns
+    the store's counts, None when nothing was due. `full_turns` 0 keeps everything."""
+    if full_turns <= 0 or turn <= full_turns:
+        return None
+    cutoff = turn - full_turns
+    key = cursor_key(session_id)
+    cursor = int(store.get_kv(user_id, key) or 0)
+    batch = store.events(user_id=user_id, session_id=session_id, after_id=cursor, limit=BATCH)
+    considered: list[Event] = []  # the batch up to the first turn still inside the window
+    for e in batch:
+        if e.turn is not None and e.turn > cutoff:
+            break
+        considered.append(e)
+    groups: list[list[Event]] = []  # consecutive events of one turn (events without a turn stay as they are)
+    for e in considered:
+        if e.turn is None:
+            continue
+        if groups and groups[-1][0].turn == e.turn:
+            groups[-1].append(e)
+        else:
+            groups.append([e])
+    if len(considered) == len(batch) and len(batch) >= BATCH and len(groups) > 1:
+        # the batch may have cut the last turn short: it waits for the next step
+        first_cut = groups.pop()[0]
+        considered = considered[:considered.index(first_cut)]
+    if not considered:
+        return None
+    rewrite: dict[int, tuple[str, dict[str, Any]]] = {}
+    drop: list[int] = []
+    keep_scores: dict[int, list[int]] = {}
+    for evs in groups:
+        r, d, k = compact_turn(evs, scores=store.scores)
+        rewrite.update(r)
+        drop.extend(d)
+        keep_scores.update(k)
+    last = int(considered[-1].id or 0)
+    with store.transaction():
+        counts = store.compact_log(user_id, rewrite=rewrite, drop=drop, keep_scores=keep_scores)
+        store.set_kv(user_id, key, last)
+    return counts
+
+
+def compact_turn(events: Sequence[Event], *, scores) -> tuple[dict[int, tuple[str, dict[str, Any]]], list[int],
+                                                                 dict[int, list[int]]]:
+    """One turn's compaction: (rewrites id → (kind, payload), events to drop, retrieval id → score
+    rows' record ids to keep). `scores(event_id)` reads a retrieval's rows. A turn compacted
+    before is left as it is."""
+    if any(e.kind == COMPACTED_KIND or (isinstance(e.payload, Mapping) and e.payload.get("compacted"))
+           for e in events):
+        return {}, [], {}
+    fired = any(e.kind in EVENT_STEP_KINDS and e.event_no is not None for e in events)
+    gate = next((e for e in events if e.kind == "gate"), None)
+    # an ordinary turn folds its steps into one summary row (its gate's); an event turn, or a turn
+    # without a gate row (split by a batch), shortens them where they are
+    fold = gate is not None and not fired
+    rewrite: dict[int, tuple[str, dict[str, Any]]] = {}
+    drop: list[int] = []
+    keep_scores: dict[int, list[int]] = {}
+    dropped: dict[str, int] = {}
+    summary: dict[str, Any] = {}
+
+    def gone(e: Event) -> None:
+        drop.append(int(e.id or 0))
+        dropped[e.kind] = dropped.get(e.kind, 0) + 1
+
+    for e in events:
+        p, eid = dict(e.payload), int(e.id or 0)
+        if e is gate:
+            continue
+        if e.kind == "retrieve":
+            rows = list(scores(eid))
+            summary["score_rows_dropped"] = summary.get("score_rows_dropped", 0) + len(rows)
+            if fold:
+                summary["retrieve"] = _compact_retrieve(p, rows)
+                gone(e)
+            else:
+                rewrite[eid] = (e.kind, {"compacted": True, **_compact_retrieve(p, rows), "rows_dropped": len(rows)})
+                keep_scores[eid] = []
+        elif e.kind == "extraction" and p.get("purpose") == "live-window":
+            calls = summary.setdefault("live_window_extractions", {"calls": 0, "messages": 0, "records": 0})
+            for k, v in _extraction_counts(p).items():
+                calls[k] += v
+            gone(e)
+        elif e.kind == "contradiction":
+            if p.get("held"):
+                summary["held"] = sorted({*summary.get("held", ()), *(int(i) for i in p["held"])})
+            if fold or not p.get("held"):
+                gone(e)
+            else:
+                rewrite[eid] = (e.kind, {"compacted": True, "mode": p.get("mode"), "held": p["held"],
+                                         "compared_count": len(p.get("compared") or [])})
+        elif not fold:
+            continue  # an event turn keeps the rest in full
+        elif e.kind in DROP_ORDINARY:
+            gone(e)
+        elif e.kind == "stamp":
+            if p.get("role") == "assistant" and p.get("message_id") is not None:
+                summary["reply_message_id"] = p["message_id"]
+            gone(e)
+        elif e.kind == "inject":
+            rewrite[eid] = (e.kind, {"compacted": True, **{k: p[k] for k in INJECT_KEPT if k in p}})
+    summary["events_dropped"] = dict(sorted(dropped.items()))
+    if gate is not None:
+        g = dict(gate.payload)
+        if fold:
+            rewrite[int(gate.id or 0)] = (COMPACTED_KIND, {
+                "turn": gate.turn, "gate": {k: g[k] for k in ("pending", "mature") if k in g},
+                "compacted": summary})
+        else:
+            rewrite[int(gate.id or 0)] = (gate.kind, {**g, "compacted": summary})
+    return rewrite, drop, keep_scores
+
+
+def _kept_rows(rows: Sequence[Any]) -> tuple[list[list[Any]], list[Any] | None]:
+    """The rows worth keeping as [record_id, verdict, why, S] (ROW_FIELDS): the seated ones, and
+    the best one not seated (the memory trace's "nearest left out", held back or not)."""
+    seated = [r for r in rows if r.verdict == "picked"]
+    left = [r for r in rows if r.verdict != "picked"]
+    nearest = max(left, key=lambda r: (r.S, -r.record_id)) if left else None
+
+    def short(r: Any) -> list[Any]:
+        return [int(r.record_id), r.verdict, r.why, r.S]
+
+    return [short(r) for r in seated], None if nearest is None else short(nearest)
+
+
+def _compact_retrieve(p: Mapping[str, Any], rows: Sequence[Any]) -> dict[str, Any]:
+    query = p.get("query") or {}
+    seats, nearest = _kept_rows(rows)
+    return {"keywords": query.get("keywords") or [], "candidates": p.get("candidates", 0), "seats": seats,
+            "nearest": nearest}
+
+
+def _extraction_counts(p: Mapping[str, Any]) -> dict[str, int]:
+    inp = p.get("input") if isinstance(p.get("input"), Mapping) else {}
+    outp = p.get("output") if isinstance(p.get("output"), Mapping) else {}
+    return {"calls": 1, "messages": len(inp.get("new") or []), "records": len(outp.get("records") or [])}
