@@ -36,6 +36,8 @@ __all__ = ["BATCH", "COMPACTED_KIND", "EVENT_STEP_KINDS", "ROW_FIELDS", "compact
 
 #: Events read per turn at most (a turn writes ~10; a backlog is worked off this many at a time).
 BATCH = 256
+#: Events per read (a turn writes about 10).
+CHUNK = 24
 #: The kind of an ordinary turn's summary row (its gate event, rewritten).
 COMPACTED_KIND = "compacted"
 #: Log kinds that only appear when a memory event ran in the turn.
@@ -60,12 +62,20 @@ def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, f
     cutoff = turn - full_turns
     key = cursor_key(session_id)
     cursor = int(store.get_kv(user_id, key) or 0)
-    batch = store.events(user_id=user_id, session_id=session_id, after_id=cursor, limit=BATCH)
+    batch: list[Event] = []
     considered: list[Event] = []  # the batch up to the first turn still inside the window
-    for e in batch:
-        if e.turn is not None and e.turn > cutoff:
+    inside = False
+    while not inside and len(batch) < BATCH:  # small reads: a caught-up session reads about one turn
+        chunk = store.events(user_id=user_id, session_id=session_id, after_id=batch[-1].id if batch else cursor,
+                             limit=min(CHUNK, BATCH - len(batch)))
+        batch.extend(chunk)
+        for e in chunk:
+            if e.turn is not None and e.turn > cutoff:
+                inside = True
+                break
+            considered.append(e)
+        if len(chunk) < CHUNK:
             break
-        considered.append(e)
     groups: list[list[Event]] = []  # consecutive events of one turn (events without a turn stay as they are)
     for e in considered:
         if e.turn is None:
@@ -74,7 +84,7 @@ def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, f
             groups[-1].append(e)
         else:
             groups.append([e])
-    if len(considered) == len(batch) and len(batch) >= BATCH and len(groups) > 1:
+    if not inside and len(batch) >= BATCH and len(groups) > 1:
         # the batch may have cut the last turn short: it waits for the next step
         first_cut = groups.pop()[0]
         considered = considered[:considered.index(first_cut)]
