@@ -96,7 +96,8 @@ def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
         by_turn.setdefault(e.turn, []).append(e)
         if e.kind == "stamp" and e.payload.get("role") == "assistant" and e.payload.get("message_id") is not None:
             reply_turn[int(e.payload["message_id"])] = e.turn
-        elif e.kind == COMPACTED_KIND and (e.payload.get("compacted") or {}).get("reply_message_id") is not None:
+        elif e.kind in (COMPACTED_KIND, "gate") and isinstance(e.payload.get("compacted"), Mapping) \
+                and e.payload["compacted"].get("reply_message_id") is not None:
             reply_turn[int(e.payload["compacted"]["reply_message_id"])] = e.turn
     raw: dict[int, dict[str, Any]] = {}
     wanted: set[int] = set()
@@ -115,7 +116,8 @@ def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
             rows, kept_nearest = _kept_rows(kept)
         else:
             rows = list(scores(retrieve.id)) if retrieve is not None and retrieve.id is not None else []
-        inject = next((e for e in evs if e.kind == "inject"), None)
+        inject = next((e for e in evs if e.kind == "inject"), None) or \
+            next((e for e in evs if e.kind == COMPACTED_KIND), None)  # a compacted turn's row names what it injected
         picked = [int(i) for i in inject.payload.get("record_ids", ())] if inject is not None else []
         reinforced = tuple(int(i) for e in evs if e.kind == "reinforce" for i in e.payload.get("record_ids", ()))
         left = [r for r in rows if r.verdict != "picked" and r.record_id not in picked]

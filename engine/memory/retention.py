@@ -123,6 +123,7 @@ def compact_turn(events: Sequence[Event], *, scores) -> tuple[dict[int, tuple[st
     keep_scores: dict[int, list[int]] = {}
     dropped: dict[str, int] = {}
     summary: dict[str, Any] = {}
+    injected: list[int] | None = None
 
     def gone(e: Event) -> None:
         drop.append(int(e.id or 0))
@@ -154,14 +155,17 @@ def compact_turn(events: Sequence[Event], *, scores) -> tuple[dict[int, tuple[st
             else:
                 rewrite[eid] = (e.kind, {"compacted": True, "mode": p.get("mode"), "held": p["held"],
                                          "compared_count": len(p.get("compared") or [])})
-        elif not fold:
-            continue  # an event turn keeps the rest in full
+        elif gate is None:
+            continue  # a turn split by a batch (no summary row): the rest stays as it is
         elif e.kind in DROP_ORDINARY:
             gone(e)
         elif e.kind == "stamp":
             if p.get("role") == "assistant" and p.get("message_id") is not None:
                 summary["reply_message_id"] = p["message_id"]
             gone(e)
+        elif e.kind == "inject" and fold and injected is None:
+            injected = [int(i) for i in p.get("record_ids") or ()]
+            drop.append(eid)  # folded into the summary row, which carries its record ids
         elif e.kind == "inject":
             rewrite[eid] = (e.kind, {"compacted": True, **{k: p[k] for k in INJECT_KEPT if k in p}})
     summary["events_dropped"] = dict(sorted(dropped.items()))
@@ -169,7 +173,7 @@ def compact_turn(events: Sequence[Event], *, scores) -> tuple[dict[int, tuple[st
         g = dict(gate.payload)
         if fold:
             rewrite[int(gate.id or 0)] = (COMPACTED_KIND, {
-                "turn": gate.turn, "gate": {k: g[k] for k in ("pending", "mature") if k in g},
+                "record_ids": injected or [], "gate": {k: g[k] for k in ("pending", "mature") if k in g},
                 "compacted": summary})
         else:
             rewrite[int(gate.id or 0)] = (gate.kind, {**g, "compacted": summary})
@@ -184,7 +188,7 @@ def _kept_rows(rows: Sequence[Any]) -> tuple[list[list[Any]], list[Any] | None]:
     nearest = max(left, key=lambda r: (r.S, -r.record_id)) if left else None
 
     def short(r: Any) -> list[Any]:
-        return [int(r.record_id), r.verdict, r.why, r.S]
+        return [int(r.record_id), r.verdict, r.why, round(float(r.S), 4)]
 
     return [short(r) for r in seated], None if nearest is None else short(nearest)
 
