@@ -1,27 +1,34 @@
 """Log retention: a session's last `log_full_turns` turns keep every row; older turns are compacted.
 
 Every turn writes ~10 events and up to `score_log_rows` (+ seated and held-back) scoring rows;
-kept forever, that is ~20 KB per turn. Compaction runs on the turn path, one bounded step per
-turn: read the session's events after the retention cursor (kv `log-compacted:{session}`, an event
-id) through the (user, session, id) index, at most `BATCH` of them, and compact the whole turns
-among them that are now older than the window. Nothing before the window is read twice.
+kept forever, that is ~18 KB per turn. Compaction runs on the turn path, one bounded step per
+turn (`MemoryEngine.remember_and_recall`): read the session's events after the retention cursor
+(kv `log-compacted:{session}`, an event id) through the (user, session, id) index, `CHUNK` at a
+time and at most `BATCH`, compact the whole turns among them now older than the window
+(`Store.compact_log`: updates and deletes by event id) and move the cursor. A caught-up session
+reads about one turn's events per turn; nothing before the cursor is read again; a backlog (the
+policy turned on for an old database) is worked off `BATCH` events per turn.
 
-What a compacted turn keeps (everything the lab's views and the engine read back):
+What a compacted turn keeps (what the lab's views and the engine read back):
 
-- the event's own steps, in full, on a turn where a memory event ran (session, overflow, extract,
-  the extractor's input and output, update, tune, induct, truncate) and its gate numbers;
-- stamps, inject, reinforce, user edits, errors and every kind not listed below, in full;
-- the retrieval's seated score rows, the held-back ones and the nearest row left out (what the
-  memory trace shows); the retrieve event keeps its query keywords, counts, picks and a
-  `compacted` note with the rows dropped;
-- the live-window guard's steps as counts: its extractor calls (purpose "live-window") keep the
-  extractor, model and message and record counts, not the payload (they are not training pairs:
-  `memlab export-extractions` skips them); its contradiction checks keep what they held back
-  and drop the comparisons (a check that held nothing is dropped).
+- on a turn where a memory event ran, the event's own steps in full (session, overflow, extract,
+  the extractor's input and output, update, tune, induct, truncate: the provenance of records and
+  the training pairs of `memlab export-extractions`) and its gate, which carries the summary
+  under "compacted";
+- injections (record ids and token counts), reinforcements, hand edits, errors and every kind not
+  named here, in full;
+- of a retrieval, its keywords, candidate count, the seated rows and the nearest row left out as
+  `[record_id, verdict, why, S]` (what the memory trace shows); its score rows are deleted;
+- of the live-window guard, counts: its extractor calls (purpose "live-window") become call,
+  message and record counts in the summary (they are not training pairs), its contradiction
+  checks the ids they held back.
 
-On an ordinary turn (no memory event) the gate, reply and exposure events go too, and the gate's
-row becomes the turn's one-row summary: kind "compacted", with the gate's pending count and what
-was dropped. On an event turn the gate stays and carries the same summary under "compacted".
+Dropped: reply, exposure and stamp events (the assistant stamp's message id stays in the summary).
+An ordinary turn (no memory event) keeps one row: its gate's, rewritten to kind "compacted" with
+the gate's pending and mature counts, the injected record ids (top-level `record_ids`, as an inject
+event has them), the retrieval's summary and the counts of what was dropped, plus its
+reinforcements. Turns within the window, and every turn while `log_full_turns` is 0, are never
+touched, so short replays and the golden logs are unchanged.
 """
 
 from __future__ import annotations
