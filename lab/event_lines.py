@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["describe", "group_by_turn"]
+__all__ = ["compacted_caption", "describe", "group_by_turn"]
 
 TextOf = Callable[[int], str]
 
@@ -36,7 +36,30 @@ def _gate(p: Mapping[str, Any], _: TextOf) -> str:
             f"vs {p.get('slice_value', 0):g}), trigger {p.get('trigger_value', 0):g}/{p.get('trigger_threshold', 0):g}")
 
 
+def compacted_caption(summary: Mapping[str, Any]) -> str:
+    """What retention left of an older turn (engine.memory.retention), in one sentence."""
+    dropped = summary.get("events_dropped") or {}
+    steps = ", ".join(f"{k} {v}" for k, v in dropped.items()) or "none"
+    live = summary.get("live_window_extractions") or {}
+    calls = f"; {live.get('calls', 0)} live-window extractor call(s) kept as counts" if live else ""
+    held = f"; held back {len(summary.get('held') or [])}" if summary.get("held") else ""
+    return (f"compacted (older than the log's full-row window): steps dropped: {steps}; "
+            f"{summary.get('score_rows_dropped', 0)} score rows dropped, the seats and the nearest left out kept"
+            f"{held}{calls}")
+
+
+def _compacted(p: Mapping[str, Any], t: TextOf) -> str:
+    r = (p.get("compacted") or {}).get("retrieve") or {}
+    picked = [s[0] for s in r.get("seats") or () if isinstance(s, (list, tuple)) and s]
+    retrieved = f"retrieved {r.get('candidates', 0)} candidates, picked {_names(picked, t)}; " if r else ""
+    return f"{retrieved}{compacted_caption(p.get('compacted') or {})}"
+
+
 def _retrieve(p: Mapping[str, Any], t: TextOf) -> str:
+    if p.get("compacted"):
+        picked = [s[0] for s in p.get("seats") or () if isinstance(s, (list, tuple)) and s]
+        return (f"retrieved {p.get('candidates', 0)} candidates; picked {_names(picked, t)} "
+                f"(compacted: {p.get('rows_dropped', 0)} score rows dropped)")
     paths = p.get("paths", {})
     found = ", ".join(f"{k} {v}" for k, v in paths.items())
     return f"retrieved {p.get('candidates', 0)} candidates ({found}); picked {_names(p.get('picked', []), t)}"
@@ -66,7 +89,8 @@ _LINES: dict[str, Callable[[Mapping[str, Any], TextOf], str]] = {
     "reinforce": lambda p, t: f"reinforced ({p.get('cause', '?')}): {_names(p.get('record_ids', []), t)}",
     "overflow": lambda p, t: f"overflow: {len(p.get('message_ids') or [])} pending messages extracted before leaving the window",
     "contradiction": lambda p, t: (f"live-window check ({p.get('mode', '?')}): {len(p.get('held') or {})} held back"
-                                   f" of {len(p.get('compared') or [])} compared"),
+                                   f" of {p.get('compared_count', len(p.get('compared') or []))} compared"),
+    "compacted": _compacted,
     "induct": lambda p, t: f"profile v{p.get('version', '?')}: " + (", ".join(
         f"{k} +{len(v.get('added', []))}/-{len(v.get('removed', []))}" for k, v in (p.get("diff") or {}).items()
         if isinstance(v, Mapping)) or "no change"),

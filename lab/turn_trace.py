@@ -6,13 +6,18 @@ what the reply reinforced, and the nearest record left out below the cut.
 
 The log ties a reply to its turn through the reply's `stamp` event: the turn counter moves on when
 the memory steps start, after the user message is stamped, so the reply's stamp carries the turn.
+
+Turns older than the log's retention window are compacted (engine.memory.retention): an ordinary
+turn's steps are folded into one "compacted" row (which names the reply and keeps the retrieval's
+seats and nearest left-out row), an event turn's retrieval keeps the same in its own payload. Their
+traces read those and say they are compacted (`Trace.compacted`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.core.text import content_tokens, normalize
 
@@ -25,6 +30,29 @@ MISSED_CAPTION = "the answer may have been in what the model saw; the offline sc
 
 #: Log kinds that only appear when a memory event ran in the turn.
 EVENT_STEP_KINDS = ("session", "overflow", "extract", "update", "induct", "truncate")
+#: The kind of a compacted ordinary turn's summary row (engine.memory.retention.COMPACTED_KIND).
+COMPACTED_KIND = "compacted"
+
+
+class _Row(NamedTuple):
+    """A score row as a compacted turn keeps it (engine.memory.retention.ROW_FIELDS)."""
+
+    record_id: int
+    verdict: str
+    why: str
+    S: float
+
+
+def _kept_rows(summary: Mapping[str, Any]) -> tuple[list[_Row], _Row | None]:
+    """The seats and the nearest left-out row a compacted retrieval kept."""
+    def row(r: Any) -> _Row | None:
+        try:
+            return _Row(int(r[0]), str(r[1]), str(r[2]), float(r[3]))
+        except (TypeError, ValueError, IndexError):
+            return None
+
+    seats = [x for x in (row(r) for r in summary.get("seats") or ()) if x is not None]
+    return seats, row(summary.get("nearest")) if summary.get("nearest") else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +75,7 @@ class Trace:
     left_out: Seat | None = None
     retrieved: bool = False  # False: no retrieval this turn (on_event policy kept earlier picks)
     keywords: tuple[str, ...] = ()  # the retrieval's parsed query keywords (empty without a retrieval)
+    compacted: Mapping[str, Any] | None = None  # the retention summary of a compacted turn (None: full rows)
 
     @property
     def event_fired(self) -> bool:
@@ -67,6 +96,9 @@ def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
         by_turn.setdefault(e.turn, []).append(e)
         if e.kind == "stamp" and e.payload.get("role") == "assistant" and e.payload.get("message_id") is not None:
             reply_turn[int(e.payload["message_id"])] = e.turn
+        elif e.kind in (COMPACTED_KIND, "gate") and isinstance(e.payload.get("compacted"), Mapping) \
+                and e.payload["compacted"].get("reply_message_id") is not None:
+            reply_turn[int(e.payload["compacted"]["reply_message_id"])] = e.turn
     raw: dict[int, dict[str, Any]] = {}
     wanted: set[int] = set()
     for msg_id, turn in reply_turn.items():
@@ -75,17 +107,32 @@ def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
         gate = next((dict(e.payload) for e in evs if e.kind == "gate"), None)
         added = tuple(int(i) for e in evs if e.kind == "update" for i in e.payload.get("added", ()))
         retrieve = next((e for e in evs if e.kind == "retrieve"), None)
-        rows = list(scores(retrieve.id)) if retrieve is not None and retrieve.id is not None else []
-        inject = next((e for e in evs if e.kind == "inject"), None)
+        summary = next((dict(e.payload.get("compacted") or {}) for e in evs if e.kind == COMPACTED_KIND
+                        or (e.kind == "gate" and isinstance(e.payload.get("compacted"), Mapping))), None)
+        kept = (retrieve.payload if retrieve is not None and retrieve.payload.get("compacted")
+                else (summary or {}).get("retrieve") if retrieve is None else None)
+        kept_nearest = None
+        if kept is not None:  # a compacted retrieval: its seats and nearest row, no score rows
+            rows, kept_nearest = _kept_rows(kept)
+        else:
+            rows = list(scores(retrieve.id)) if retrieve is not None and retrieve.id is not None else []
+        inject = next((e for e in evs if e.kind == "inject"), None) or \
+            next((e for e in evs if e.kind == COMPACTED_KIND), None)  # a compacted turn's row names what it injected
         picked = [int(i) for i in inject.payload.get("record_ids", ())] if inject is not None else []
         reinforced = tuple(int(i) for e in evs if e.kind == "reinforce" for i in e.payload.get("record_ids", ()))
         left = [r for r in rows if r.verdict != "picked" and r.record_id not in picked]
         nearest = max(left, key=lambda r: (r.S, -r.record_id)) if left else None
+        if kept is not None:
+            nearest = kept_nearest if kept_nearest is not None and kept_nearest.record_id not in picked else None
+            keywords = tuple(str(k) for k in (kept.get("keywords") or (kept.get("query") or {}).get("keywords") or ()))
+        elif retrieve is not None:
+            keywords = tuple(str(k) for k in ((retrieve.payload.get("query") or {}).get("keywords") or ()))
+        else:
+            keywords = ()
         raw[msg_id] = {"turn": turn, "event_no": fired, "gate": gate if fired is not None else None, "added": added,
                        "rows": {r.record_id: r for r in rows}, "picked": picked, "reinforced": reinforced,
-                       "nearest": nearest, "retrieved": retrieve is not None,
-                       "keywords": tuple(str(k) for k in ((retrieve.payload.get("query") or {}).get("keywords") or ())
-                                         ) if retrieve is not None else ()}
+                       "nearest": nearest, "retrieved": retrieve is not None or kept is not None,
+                       "keywords": keywords, "compacted": summary}
         wanted.update(picked)
         if nearest is not None:
             wanted.add(nearest.record_id)
@@ -103,7 +150,7 @@ def traces(events: Iterable[Any], *, scores: Callable[[int], Sequence[Any]],
         n = r["nearest"]
         out[msg_id] = Trace(
             turn=r["turn"], event_no=r["event_no"], gate=r["gate"], added=r["added"], injected=seats,
-            reinforced=r["reinforced"], retrieved=r["retrieved"], keywords=r["keywords"],
+            reinforced=r["reinforced"], retrieved=r["retrieved"], keywords=r["keywords"], compacted=r["compacted"],
             left_out=None if n is None else Seat(record_id=n.record_id, text=text.get(n.record_id, f"record #{n.record_id}"),
                                                  why=n.why, S=n.S, verdict=n.verdict),
         )

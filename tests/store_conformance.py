@@ -497,6 +497,41 @@ class StoreConformance:
         assert [r.to_dict() for r in store.scores(e.id)] == [r.to_dict() for r in rows]
         assert store.scores(e.id + 1000) == []
 
+    def test_compact_log_rewrites_drops_and_trims_scores_of_one_user_only(self, store):
+        def row(i: int, verdict: str = "near-miss") -> ScoreRow:
+            return ScoreRow(record_id=i, ranks={}, path_scores={}, R=0, T=0, F=0, parts={}, S=1 - i / 10,
+                            verdict=verdict, why="top-K")
+
+        made = {}
+        for user in ("u", "v"):
+            gate = store.append_event(Event(user_id=user, session_id="s", kind="gate", at=T0, turn=1, payload={"g": 1}))
+            ret = store.append_event(Event(user_id=user, session_id="s", kind="retrieve", at=T0, turn=1,
+                                           payload={"picked": [1]}))
+            reply = store.append_event(Event(user_id=user, session_id="s", kind="reply", at=T0, turn=1,
+                                             payload={"tokens": 3}))
+            for e in (ret, reply):
+                store.append_scores(e.id, user, [row(1, "picked"), row(2), row(3)])
+            made[user] = (gate, ret, reply)
+        gate, ret, reply = made["u"]
+        v_gate, v_ret, v_reply = made["v"]
+        before_v = [e.to_dict() for e in store.events(user_id="v")]
+        # another user's ids are refused silently: only the named user's rows are touched
+        counts = store.compact_log("u", rewrite={gate.id: ("compacted", {"compacted": {"zh": "北京"}}),
+                                                 v_gate.id: ("compacted", {})},
+                                   drop=[reply.id, v_reply.id], keep_scores={ret.id: [1], v_ret.id: []})
+        assert counts == {"events_rewritten": 1, "events_dropped": 1, "scores_dropped": 5}
+        kept = store.events(user_id="u")
+        assert [(e.id, e.kind) for e in kept] == [(gate.id, "compacted"), (ret.id, "retrieve")]
+        assert kept[0].payload == {"compacted": {"zh": "北京"}} and kept[0].turn == 1 and kept[0].at == T0
+        assert [r.record_id for r in store.scores(ret.id)] == [1]
+        assert store.scores(reply.id) == []
+        assert [e.to_dict() for e in store.events(user_id="v")] == before_v
+        assert len(store.scores(v_ret.id)) == 3 and len(store.scores(v_reply.id)) == 3
+        # an empty keep list trims every row; nothing to do is a no-op
+        assert store.compact_log("u", keep_scores={ret.id: []})["scores_dropped"] == 1
+        assert store.compact_log("u") == {"events_rewritten": 0, "events_dropped": 0, "scores_dropped": 0}
+        assert store.scores(ret.id) == []
+
     # -- privacy -------------------------------------------------------------------------------------
 
     def fill_user(self, store, user: str, seed: int) -> None:

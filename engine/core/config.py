@@ -209,6 +209,7 @@ class MemoryConfig:
     injection_budget: int = 600  # tokens of injected records at most
     candidate_k: int = 50  # per retrieval path
     score_log_rows: int = 24  # scoring rows stored per retrieval: every seated or held-back one + the best N (0: all)
+    log_full_turns: int = 200  # log retention: a session's last N turns keep every row; older turns are compacted (0: keep all)
     retrieval_policy: str = "per_turn"  # "per_turn" | "on_event"
     include_history: bool = False  # serve superseded records too
     live_contradiction: str = "cues"  # the live-window guard: "cues" | "always" | "off" (engine.memory.contradiction)
@@ -303,7 +304,7 @@ class MemoryConfig:
                 if name in values:
                     values[name] = FrozenMap({str(k): float(v) for k, v in dict(values[name]).items()})
             for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
-                         "keep_recent", "safety_seats", "score_log_rows"):
+                         "keep_recent", "safety_seats", "score_log_rows", "log_full_turns"):
                 if name in values and isinstance(values[name], float) and values[name].is_integer():
                     values[name] = int(values[name])
         except ConfigError as exc:
@@ -391,7 +392,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
                                     "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0,
-                                    "score_log_rows": 0}
+                                    "score_log_rows": 0, "log_full_turns": 0}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 

@@ -411,6 +411,7 @@ EVENT_KINDS = (
     "error",
     "forget",
     "user_edit",
+    "compacted",
 )
 
 

@@ -41,6 +41,7 @@ from engine.memory.injection import BuiltPrompt, with_window
 from engine.memory.log import EventLog
 from engine.memory.recall import parse_query, rescore, retrieve
 from engine.memory.reinforce import reinforce, used_in_reply
+from engine.memory.retention import compact_session
 from engine.memory.results import (
     GateStatus,
     IngestResult,
@@ -153,7 +154,8 @@ class MemoryEngine:
         """Steps 2-6 for the session's next model call: gate, maybe an event (extraction and
         update write memory), retrieval, injection, reinforcement. Run it once per user message."""
         with self._lock:
-            self.events_log.next_turn(user_id, session_id)
+            turn = self.events_log.next_turn(user_id, session_id)
+            compact_session(self.store, user_id, session_id, turn=turn, full_turns=self.config.log_full_turns)
             event = catch_up(self, user_id, session_id)
             if check_gate(self, user_id, session_id).will_fire:
                 event = fire_event(self, user_id, session_id)

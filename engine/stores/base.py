@@ -239,6 +239,22 @@ class EventLog(Protocol):
         """The scoring rows of one event, in the order they were appended."""
         ...
 
+    def compact_log(
+        self,
+        user_id: str,
+        *,
+        rewrite: Mapping[int, tuple[str, Mapping[str, Any]]] | None = None,
+        drop: Sequence[int] = (),
+        keep_scores: Mapping[int, Sequence[int]] | None = None,
+    ) -> dict[str, int]:
+        """Log retention (engine.memory.retention), in one transaction and only on the user's rows:
+        give each event of `rewrite` (id → (kind, payload)) its new kind and payload, delete the
+        events of `drop` with their score rows, and delete each `keep_scores` event's score rows
+        except those of the kept record ids. Every statement goes by event id (primary key or the
+        scores' event index), never a scan. Returns the counts: events_rewritten, events_dropped,
+        scores_dropped."""
+        ...
+
 
 @runtime_checkable
 class Store(MessageArchive, RecordStore, ProfileStore, SettingsStore, EventLog, Protocol):

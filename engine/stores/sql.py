@@ -15,7 +15,7 @@ asked (one index range per role, merged), whatever the session's length.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
@@ -349,6 +349,38 @@ class SharedSQL:
         with self._read() as conn:
             rows = self._run(conn, "SELECT row FROM scores WHERE event_id = ? ORDER BY id", (int(event_id),))
             return [ScoreRow.from_dict(json.loads(r[0])) for r in rows.fetchall()]
+
+    def compact_log(
+        self,
+        user_id: str,
+        *,
+        rewrite: Mapping[int, tuple[str, Mapping[str, Any]]] | None = None,
+        drop: Sequence[int] = (),
+        keep_scores: Mapping[int, Sequence[int]] | None = None,
+    ) -> dict[str, int]:
+        out = {"events_rewritten": 0, "events_dropped": 0, "scores_dropped": 0}
+        rewrite, keep_scores = dict(rewrite or {}), dict(keep_scores or {})
+        dropped = sorted({int(i) for i in drop})
+        if not (rewrite or dropped or keep_scores):
+            return out
+        with self._write() as conn:
+            for eid, (kind, payload) in sorted(rewrite.items()):
+                out["events_rewritten"] += int(self._run(
+                    conn, "UPDATE events SET kind = ?, payload = ? WHERE user_id = ? AND id = ?",
+                    (str(kind), to_json(dict(payload)), user_id, int(eid))).rowcount)
+            if dropped:
+                ids = self.dialect.list_param(dropped)
+                out["scores_dropped"] += int(self._run(
+                    conn, f"DELETE FROM scores WHERE user_id = ? AND {self.dialect.in_list('event_id')}",
+                    (user_id, ids)).rowcount)
+                out["events_dropped"] += int(self._run(
+                    conn, f"DELETE FROM events WHERE user_id = ? AND {self.dialect.in_list('id')}",
+                    (user_id, ids)).rowcount)
+            for eid, kept in sorted(keep_scores.items()):
+                out["scores_dropped"] += int(self._run(
+                    conn, f"DELETE FROM scores WHERE event_id = ? AND user_id = ? AND NOT {self.dialect.in_list('record_id')}",
+                    (int(eid), user_id, self.dialect.list_param(sorted({int(i) for i in kept})))).rowcount)
+        return out
 
     # -- privacy and stats helpers ---------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from engine.core.errors import MemlabError
 from engine.core.records import EVENT_KINDS
 from engine.core.text import keywords as text_keywords
 from lab import ui
-from lab.event_lines import describe, group_by_turn
+from lab.event_lines import compacted_caption, describe, group_by_turn
 from lab.state import get_lab
 from lab.turn_trace import MISSED_CAPTION, Trace, missed_words, traces
 
@@ -84,6 +84,8 @@ def _trace(t: Trace) -> None:
     if t.left_out is not None:
         lo = t.left_out
         st.markdown(f"**Nearest left out:** #{lo.record_id} {lo.text} — {lo.verdict}, *{lo.why}* · S {lo.S:.3f}")
+    if t.compacted is not None:
+        st.caption(compacted_caption(t.compacted))
 
 
 session_events = engine.store.events(user_id=lab.user_id, session_id=lab.session_id)

@@ -41,7 +41,9 @@ if not records:
     st.stop()
 
 hs = td.histories(records, store.events(user_id=user_id, kind="reinforce"))
-inject_events = store.events(user_id=user_id, kind="inject")
+# a compacted turn (engine.memory.retention) names what it injected in its summary row
+inject_events = sorted(store.events(user_id=user_id, kind="inject") + store.events(user_id=user_id, kind="compacted"),
+                       key=lambda e: e.id or 0)
 start = min(lab.start, *(h.said_at for h in hs))
 span = max((now - start).total_seconds(), 1.0)
 unit, size = td.time_unit(span)

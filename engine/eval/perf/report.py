@@ -28,9 +28,9 @@ from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_ve
 __all__ = ["run_perf", "format_table", "perf_main", "bench_config"]
 
 
-def bench_config(k: int | None = None) -> MemoryConfig:
-    """The engine config measured: the default preset, `candidate_k = k` when given."""
-    cfg = MemoryConfig.from_preset()
+def bench_config(k: int | None = None, overrides: dict[str, Any] | None = None) -> MemoryConfig:
+    """The engine config measured: the default preset with `overrides` (`--set`), `candidate_k = k` when given."""
+    cfg = MemoryConfig.from_preset(**dict(overrides or {}))
     return cfg.with_overrides(candidate_k=int(k)) if k is not None else cfg
 
 
@@ -41,7 +41,7 @@ def _config_meta(cfg: MemoryConfig, *, sizes, stores, dim, repeats, other_users,
         "queries": repeats, "other_users": other_users, "other_fraction": 0.1, "seed": seed,
         "preset": cfg.preset, "paths": list(cfg.paths), "fusion": cfg.fusion, "top_k": cfg.top_k,
         "always_inject_types": list(cfg.always_inject_types), "embedder": f"hash ({dim}-d)",
-        "query_parser": "scripted", **machine(),
+        "query_parser": "scripted", "log_full_turns": cfg.log_full_turns, **machine(),
         "versions": {**sqlite_versions(), **package_versions(("numpy", "langchain-core", "memlab"))},
         "git_commit": git_commit(), "run_at": None if at is None else at.isoformat(),
     }
@@ -61,6 +61,7 @@ def run_perf(
     marks: Sequence[int] = DEFAULT_MARKS,
     progress: Callable[[str], None] | None = None,
     at: datetime | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Measure every store at every size (`repeats` timed retrievals each), then one session.
 
@@ -70,7 +71,7 @@ def run_perf(
     unknown = [s for s in stores if s not in STORE_FACTORIES]
     if unknown:
         raise ConfigError(f"unknown store {unknown}; choose from {', '.join(STORE_FACTORIES)}")
-    cfg = bench_config(k)
+    cfg = bench_config(k, overrides)
     config = _config_meta(cfg, sizes=sizes, stores=stores, dim=dim, repeats=repeats, other_users=other_users,
                           seed=seed, at=at)
     per_store: dict[str, Any] = {}
@@ -82,7 +83,7 @@ def run_perf(
                 turn_fn=turn_fn, progress=progress)
     session = None
     if session_turns > 0:
-        samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress)
+        samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress, marks=marks)
         session = summarize_session(samples, marks)
     return {"config": config, "sizes": per_store[stores[0]]["sizes"], "stores": per_store, "session": session}
 
@@ -118,13 +119,23 @@ def _session_lines(session: dict[str, Any]) -> list[str]:
     lines = [f"one session of {session['turns']} turns (MemoryEngine.turn, scripted models, virtual clock "
              f"{lo:.0f}-{hi:.0f} s per turn, {session['events']} events):",
              f"{'turn':>6}{'ordinary p50 ms':>17}{'(turns)':>9}{'event p50 ms':>14}  {'event turns':<16}"
-             f"{'rows read/ordinary turn':>24}"]
+             f"{'rows read/ordinary turn':>24}{'DB KB':>9}{'B/turn':>8}{'B/turn since':>14}{'events':>8}{'scores':>8}"]
     for m in session["marks"]:
         last = m["rows_read_last_ordinary"]
         rows = "-" if last is None else f"{_fmt(m['rows_read_ordinary_p50'], '.0f')} (turn {last['turn']}: {last['rows']})"
         lines.append(f"{m['mark']:>6}{_fmt(m['ordinary_p50_ms']):>17}{m['ordinary_turns']:>9}"
-                     f"{_fmt(m['event_p50_ms']):>14}  {','.join(map(str, m['event_turns'])) or '-':<16}{rows:>24}")
+                     f"{_fmt(m['event_p50_ms']):>14}  {','.join(map(str, m['event_turns'])) or '-':<16}{rows:>24}"
+                     + _db_cells(m.get("db")))
     return lines
+
+
+def _db_cells(db: dict[str, Any] | None) -> str:
+    """The database at a mark: size, bytes per turn so far and since the previous mark, log rows."""
+    if not db:
+        return ""
+    since = (db.get("bytes_per_turn_since") or {}).get("bytes")
+    return (f"{db['bytes'] / 1024:>9.0f}{db['bytes_per_turn']:>8.0f}{_fmt(since, '.0f'):>14}"
+            f"{db['events']:>8}{db['scores']:>8}")
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -133,7 +144,7 @@ def format_table(result: dict[str, Any]) -> str:
     v = cfg["versions"]
     lines = [
         f"memlab bench perf: {cfg.get('measured', 'engine retrieval')}",
-        f"preset {cfg.get('preset')}, paths {'+'.join(cfg.get('paths', []))}, fusion {cfg.get('fusion')}, "
+        f"preset {cfg.get('preset')}, log_full_turns {cfg.get('log_full_turns')}, paths {'+'.join(cfg.get('paths', []))}, fusion {cfg.get('fusion')}, "
         f"k {cfg['k']} per path, top_k {cfg.get('top_k')}, embedder {cfg.get('embedder')}, dim {cfg['dim']}, "
         f"{cfg['queries']} queries, +10% records over {cfg['other_users']} other users, {cfg['cores']} cores, "
         f"python {cfg.get('python', v.get('python'))}, sqlite {v.get('sqlite')} ({v.get('sqlite_driver')}), "
@@ -155,6 +166,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--marks", default=",".join(map(str, DEFAULT_MARKS)), help="session turns to report")
     p.add_argument("--k", type=int, default=None, help="candidates per retrieval path (default: the preset's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key for the whole run, e.g. --set log_full_turns=0 (repeatable)")
     p.add_argument("--json", dest="json_out", help="write the results as JSON to this file")
     return p
 
@@ -175,10 +188,17 @@ def perf_main(argv: list[str] | None = None) -> int:
     if any(s not in STORE_FACTORIES for s in stores):
         parser.error(f"--store {args.store!r}: choose from {', '.join(STORE_FACTORIES)}")
     from engine.core.clock import SystemClock
+    from engine.eval.options import parse_sets
+
+    try:
+        overrides = parse_sets(args.set)
+        bench_config(args.k, overrides)
+    except ConfigError as exc:
+        parser.error(str(exc))
 
     result = run_perf(sizes=sizes, stores=stores, repeats=args.queries, seed=args.seed, k=args.k,
                       at=SystemClock().now(), turn_fn=scripted_turn_fn(), session_turns=args.turns, marks=marks,
-                      progress=lambda m: print(m, file=sys.stderr, flush=True))
+                      progress=lambda m: print(m, file=sys.stderr, flush=True), overrides=overrides)
     print(format_table(result))
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:

@@ -6,13 +6,16 @@ is about 15 minutes). The store is a fresh SQLite file wrapped in a `CountingSto
 turn's wall time, whether an event fired, and the store rows it read are kept. At each mark the
 report gives the ordinary (no-event) turns in the window before the mark, the event turns
 nearest the mark, and the rows an ordinary turn read: the figure that shows whether a turn's
-reads grow with the session's length.
+reads grow with the session's length. At each mark the database is measured too (its pages, in
+use and free, and the rows of the log tables `events` and `scores`): bytes per turn so far and
+since the previous mark show whether the log is bounded (engine.memory.retention).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -79,17 +82,35 @@ class TurnSample:
     event: bool
     rows_read: int
     reads: dict[str, int]  # rows per read method
+    db: dict[str, int] | None = None  # the database at this turn (measured at the report's marks only)
+
+
+def measure_db(path: str) -> dict[str, int]:
+    """The SQLite file's size in pages (WAL included: a fresh connection reads through it), its free
+    pages, and the rows of the log tables."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        one = lambda q: int(conn.execute(q).fetchone()[0])  # noqa: E731
+        page = one("PRAGMA page_size")
+        return {"bytes": one("PRAGMA page_count") * page, "free_bytes": one("PRAGMA freelist_count") * page,
+                "events": one("SELECT count(*) FROM events"), "scores": one("SELECT count(*) FROM scores"),
+                "messages": one("SELECT count(*) FROM messages"), "records": one("SELECT count(*) FROM records")}
+    finally:
+        conn.close()
 
 
 def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: int = 0, dim: int = 384,
-                progress: Callable[[str], None] | None = None) -> list[TurnSample]:
-    """Play one session of `turns` scripted turns; one sample per turn."""
+                progress: Callable[[str], None] | None = None, marks: Sequence[int] = ()) -> list[TurnSample]:
+    """Play one session of `turns` scripted turns; one sample per turn (with the database's size
+    and log rows at the `marks`, measured after the timed turn)."""
+    at_marks = {int(m) for m in marks}
     talk = UserTalk(seed)
     steps = random.Random(seed + 1)
     clock = VirtualClock(BENCH_NOW)
     samples: list[TurnSample] = []
     with tempfile.TemporaryDirectory(prefix="memlab-session-") as tmpdir:
-        store = CountingStore(SQLiteStore(os.path.join(tmpdir, "session.db"), dim=dim, embedder_name="hash"))
+        path = os.path.join(tmpdir, "session.db")
+        store = CountingStore(SQLiteStore(path, dim=dim, embedder_name="hash"))
         try:
             engine = MemoryEngine(config, store=store, clock=clock, embedder=HashEmbeddings(dim))
             for n in range(1, turns + 1):
@@ -99,7 +120,8 @@ def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: 
                 result = engine.turn("session-user", "long-session", text)
                 seconds = time.perf_counter() - t0
                 samples.append(TurnSample(n=n, seconds=seconds, event=bool(result.event_fired),
-                                          rows_read=store.rows_read(), reads=store.reads_by_method()))
+                                          rows_read=store.rows_read(), reads=store.reads_by_method(),
+                                          db=measure_db(path) if n in at_marks else None))
                 clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
                 if progress and n % 100 == 0:
                     progress(f"session: turn {n}/{turns}")
@@ -112,7 +134,23 @@ def _ms(xs: Sequence[float]) -> float | None:
     return round(statistics.median(xs) * 1000, 3) if xs else None
 
 
-def _at_mark(samples: Sequence[TurnSample], mark: int) -> dict[str, Any]:
+def _db_at(samples: Sequence[TurnSample], mark: int, previous: int | None) -> dict[str, Any] | None:
+    """The database at the mark: bytes, bytes per turn so far and since the previous mark, log rows."""
+    here = samples[mark - 1].db if 0 < mark <= len(samples) else None
+    if here is None:
+        return None
+    out: dict[str, Any] = {**here, "bytes_per_turn": round(here["bytes"] / mark, 1)}
+    before = samples[previous - 1].db if previous and 0 < previous <= len(samples) else None
+    if before is not None and mark > previous:
+        out["bytes_per_turn_since"] = {"from_turn": previous,
+                                       "bytes": round((here["bytes"] - before["bytes"]) / (mark - previous), 1),
+                                       "in_use_bytes": round(((here["bytes"] - here["free_bytes"])
+                                                              - (before["bytes"] - before["free_bytes"]))
+                                                             / (mark - previous), 1)}
+    return out
+
+
+def _at_mark(samples: Sequence[TurnSample], mark: int, previous: int | None = None) -> dict[str, Any]:
     window = max(10, mark // 10)
     ordinary = [s for s in samples if mark - window < s.n <= mark and not s.event]
     events = sorted((s for s in samples if s.event), key=lambda s: (abs(s.n - mark), s.n))
@@ -129,15 +167,17 @@ def _at_mark(samples: Sequence[TurnSample], mark: int) -> dict[str, Any]:
         "rows_read_ordinary_p50": statistics.median([s.rows_read for s in ordinary]) if ordinary else None,
         "rows_read_last_ordinary": None if last is None else {"turn": last.n, "rows": last.rows_read,
                                                              "by_method": last.reads},
+        "db": _db_at(samples, mark, previous),
     }
 
 
 def summarize_session(samples: Sequence[TurnSample], marks: Sequence[int] = DEFAULT_MARKS) -> dict[str, Any]:
     """Per mark (within the session's length): ordinary and event turn times and rows read."""
     length = len(samples)
+    shown = [m for m in marks if m <= length]
     return {
         "turns": length,
         "events": sum(1 for s in samples if s.event),
         "step_seconds": list(STEP_SECONDS),
-        "marks": [_at_mark(samples, m) for m in marks if m <= length],
+        "marks": [_at_mark(samples, m, prev) for m, prev in zip(shown, [None, *shown[:-1]])],
     }
