@@ -131,7 +131,7 @@ def test_missing_module_is_reported(tmp_path):
         ref.ReferenceWorker(sys.executable, module="no_such_reference_pkg", pythonpath=[str(tmp_path)])
 
 
-def test_interleaved_run_same_queries_and_reach(fake_ref, monkeypatch):
+def test_interleaved_run_same_queries_and_shares(fake_ref, monkeypatch):
     path, log = fake_ref
     from engine.memory.engine import MemoryEngine
 
@@ -157,9 +157,11 @@ def test_interleaved_run_same_queries_and_reach(fake_ref, monkeypatch):
     assert timed == ["memlab", "reference"] * (queries // 2)
     row = result["sizes"][str(n)]
     assert row["records_total"] == 4 * n  # the user and three others with N each, on both sides
-    assert row["memlab"]["reach_share"] == 1.0
+    assert row["memlab"]["searched_share"] == 1.0  # all 20 of the user's records are in its partition
+    assert 0 < row["memlab"]["scored_records"] <= n
     # the fake's KNN takes the 5 nearest of all 80 rows before keeping the user's: at most 5 of 20
-    assert 0 <= row["reference"]["reach_records"] <= 5 and row["reference"]["reach_share"] <= 0.25
+    assert 0 <= row["reference"]["scored_records"] <= 5 and row["reference"]["scored_share"] <= 0.25
+    assert row["reference"]["knn_rows"] == 5
     assert row["ratio_p50"] == pytest.approx(row["reference"]["p50_ms"] / row["memlab"]["p50_ms"], rel=0.02)
     assert result["config"]["reference"]["version"] == "9.9.9-fake"
     table = ref.format_reference_table(result)

@@ -15,10 +15,11 @@ size N:
    reference's per-event retrieval timed inside the worker (its own perf_counter, not the IPC),
    the order alternating query by query; the query vector is memlab's hash embedding of the text
    for both;
-3. each side's share of the user's own records reached: the reference scores only the user's
-   records among the vec0 KNN's `retrieve_k` (default 4096) nearest rows of the whole table,
-   counted per query from its scoring log; memlab's paths search inside the user's partition,
-   which holds all N of the user's records (its dense search ranks the whole partition).
+3. each side's share of the user's own records reached: the records its ranking formula scores
+   per query (the only ones it can return), counted per query: the reference scores the user's
+   rows among the vec0 KNN's `retrieve_k` (default 4096) nearest rows of the whole table (all
+   users), from its scoring log; memlab scores each path's top-k plus the floor candidates
+   (`Retrieval.rows`), and its BM25 and dense paths search the user's whole partition.
 Medians and p95 per side, the ratio reference / memlab, and the shares.
 """
 
@@ -42,8 +43,14 @@ from engine.eval.perf.corpus import BENCH_NOW, DIM, STORE_FACTORIES, synthetic_c
 from engine.eval.perf.retrieval import BATCH, SESSION, USER, WARMUP, percentile_ms
 
 __all__ = [
-    "REFERENCE_SPEC", "ReferenceUnavailable", "ReferenceWorker", "ensure_reference_python", "format_reference_table",
-    "reference_venv", "run_against_reference", "WORKER_SCRIPT",
+    "REFERENCE_SPEC",
+    "WORKER_SCRIPT",
+    "ReferenceUnavailable",
+    "ReferenceWorker",
+    "ensure_reference_python",
+    "format_reference_table",
+    "reference_venv",
+    "run_against_reference",
 ]
 
 REFERENCE_SPEC = "memory-middleware==0.3.0"
@@ -71,7 +78,7 @@ def _venv_python(venv: Path) -> Path:
 def _installed_version(python: Path, dist: str) -> str | None:
     try:
         out = subprocess.run([str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -94,13 +101,13 @@ def ensure_reference_python(spec: str = REFERENCE_SPEC, *, venv: Path | None = N
     say = progress or (lambda m: None)
     if not python.exists():
         say(f"creating {venv} for the reference ({spec})")
-        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, check=False)
         if made.returncode != 0 or not python.exists():
             raise ReferenceUnavailable(f"could not create the reference's virtualenv {venv}: "
                                        f"{(made.stderr or made.stdout).strip()[-500:]}")
     say(f"installing {spec} (and {SQLITE_SHIM}) into {venv}")
     pip = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", spec, SQLITE_SHIM],
-                         capture_output=True, text=True, timeout=1800)
+                         capture_output=True, text=True, timeout=1800, check=False)
     if pip.returncode != 0 or _installed_version(python, dist) is None:
         tail = "\n".join(line for line in (pip.stderr or pip.stdout).splitlines()
                          if not line.startswith("WARNING: Location"))[-800:]
@@ -159,7 +166,7 @@ class ReferenceWorker:
     def __enter__(self) -> ReferenceWorker:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -194,7 +201,7 @@ def _fill_both(store: Any, corpus: synthetic_corpus, n: int, other_users: int, o
 
 
 def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, queries: int, other_users: int,
-                  other_fraction: float, seed: int, progress) -> dict[str, Any]:
+                  other_fraction: float, seed: int, progress, ref_knn_k: int = 4096) -> dict[str, Any]:
     from engine.memory.engine import MemoryEngine
     from engine.roles.embeddings import HashEmbeddings
 
@@ -217,10 +224,14 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
             texts = [corpus.sentence(3, 6) for _ in range(queries + WARMUP)]
             vectors = [list(map(float, embedder.embed_query(t))) for t in texts]
 
+            mem_scored: list[int] = []
+
             def memlab_once(text: str) -> float:
                 t0 = time.perf_counter()
-                engine.retrieve(USER, text, session_id=SESSION, log=True)
-                return time.perf_counter() - t0
+                got = engine.retrieve(USER, text, session_id=SESSION, log=True)
+                seconds = time.perf_counter() - t0
+                mem_scored.append(len(got.rows))  # every candidate the ranking scored (the user's, all)
+                return seconds
 
             def reference_once(i: int) -> dict[str, Any]:
                 return worker.request("retrieve", user=USER, text=texts[i], vector=vectors[i])
@@ -228,6 +239,7 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
             for i in range(WARMUP):  # warm both sides' caches
                 memlab_once(texts[i])
                 reference_once(i)
+            mem_scored.clear()
             mem_lat, ref_lat, ref_cands = [], [], []
             for j, i in enumerate(range(WARMUP, WARMUP + queries)):
                 if j % 2 == 0:
@@ -242,12 +254,15 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
                     progress(f"N={n}: {j + 1}/{queries} interleaved queries")
         finally:
             store.close()
+    knn_rows = min(int(built.get("retrieve_k") or ref_knn_k), rows)
     mem = {"p50_ms": percentile_ms(mem_lat, 50), "p95_ms": percentile_ms(mem_lat, 95),
-           "reach_records": int(user_records), "reach_share": round(user_records / n, 4),
+           "scored_records": int(np.median(mem_scored)), "scored_share": round(float(np.median(mem_scored)) / n, 4),
+           "searched_records": int(user_records), "searched_share": round(user_records / n, 4),
            "ingest_per_s": round(rows / t_memlab, 1) if t_memlab else None}
     ref = {"p50_ms": percentile_ms(ref_lat, 50), "p95_ms": percentile_ms(ref_lat, 95),
-           "reach_records": int(np.median(ref_cands)), "reach_share": round(float(np.median(ref_cands)) / n, 4),
-           "reach_share_min": round(min(ref_cands) / n, 4), "reach_share_max": round(max(ref_cands) / n, 4),
+           "scored_records": int(np.median(ref_cands)), "scored_share": round(float(np.median(ref_cands)) / n, 4),
+           "scored_share_min": round(min(ref_cands) / n, 4), "scored_share_max": round(max(ref_cands) / n, 4),
+           "knn_rows": knn_rows, "knn_rows_of_user": round(float(np.median(ref_cands)) / max(1, knn_rows), 4),
            "ingest_per_s": round(built["records"] / built["ingest_seconds"], 1) if built["ingest_seconds"] else None}
     ratio = [r / m for r, m in zip(ref_lat, mem_lat, strict=True) if m > 0]
     return {
@@ -277,7 +292,12 @@ def run_against_reference(
     """Both sides at every size; `python` = an interpreter that already has the reference (else the
     build/ venv is made or reused). `module`/`pythonpath` let a test put a fake reference in place."""
     from engine.eval.perf.report import bench_config
-    from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
+    from engine.eval.runinfo import (
+        git_commit,
+        machine,
+        package_versions,
+        sqlite_versions,
+    )
 
     if python is None:
         python = ensure_reference_python(spec, progress=progress)
@@ -314,13 +334,18 @@ def format_reference_table(result: dict[str, Any]) -> str:
         f"({cfg['other_users']} others x {cfg['other_fraction']:g} N), {cfg['embedder']}, "
         f"{cfg.get('cores')} cores; ms per retrieval, each side timed in its own process",
         f"{'N':>8}{'ref p50':>9}{'ref p95':>9}{'memlab p50':>11}{'memlab p95':>11}{'ratio p50':>10}"
-        f"{'ref reach':>11}{'memlab reach':>13}",
+        f"{'ref scored':>11}{'memlab scored':>14}{'memlab searched':>16}",
     ]
     for n, row in result["sizes"].items():
         r, m = row["reference"], row["memlab"]
         lines.append(f"{n:>8}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}{m['p50_ms']:>11.2f}{m['p95_ms']:>11.2f}"
-                     f"{row['ratio_p50']:>9.1f}x{r['reach_share']:>10.1%}{m['reach_share']:>12.1%}")
-    lines.append("reach = share of the user's own records the retrieval can return: the reference scores the "
-                 "user's rows among the KNN's 4096 nearest of all users' rows (median per query); memlab searches "
-                 "the user's partition")
+                     f"{row['ratio_p50']:>9.1f}x{r['scored_share']:>11.2%}{m['scored_share']:>14.2%}"
+                     f"{m['searched_share']:>16.0%}")
+    lines += [
+        "scored = share of the user's own records the ranking formula scores per query (median), the only ones a "
+        "retrieval can return: the reference's are the user's rows among the vec0 KNN's "
+        f"{next(iter(result['sizes'].values()))['reference']['knn_rows']} nearest rows of all users' records; "
+        "memlab's are each path's top-k plus the floors, taken inside the user's partition",
+        "memlab searched = share of the user's records its BM25 and dense paths rank (the user's partition)",
+    ]
     return "\n".join(lines)

@@ -141,7 +141,8 @@ class Worker:
                 self.loop.run_until_complete(rag.add(docs))
                 seconds += time.perf_counter() - t0
                 n += len(docs)
-        return {"records": n, "ingest_seconds": seconds}
+        # retrieve_k None = SQLiteVecStore's own cap (k=4096 nearest of the whole table)
+        return {"records": n, "ingest_seconds": seconds, "retrieve_k": getattr(config, "retrieve_k", None)}
 
     def retrieve(self, req: dict) -> dict:
         if self.mw is None:
