@@ -267,9 +267,9 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
     ratio = [r / m for r, m in zip(ref_lat, mem_lat, strict=True) if m > 0]
     return {
         "records_user": n, "records_total": rows, "queries": queries, "memlab": mem, "reference": ref,
-        "ratio_p50": round(ref["p50_ms"] / mem["p50_ms"], 2) if mem["p50_ms"] else None,
-        "ratio_p95": round(ref["p95_ms"] / mem["p95_ms"], 2) if mem["p95_ms"] else None,
-        "ratio_median_per_query": round(float(np.median(ratio)), 2) if ratio else None,
+        "ratio_p50": round(ref["p50_ms"] / mem["p50_ms"], 4) if mem["p50_ms"] else None,
+        "ratio_p95": round(ref["p95_ms"] / mem["p95_ms"], 4) if mem["p95_ms"] else None,
+        "ratio_median_per_query": round(float(np.median(ratio)), 4) if ratio else None,
     }
 
 
