@@ -149,6 +149,8 @@ def _parser() -> argparse.ArgumentParser:
                         "build/reference-venv on first use; engine.eval.perf.reference)")
     p.add_argument("--reference-python", default=None,
                    help="with --against: an interpreter that already has the reference (skips build/reference-venv)")
+    p.add_argument("--other-fraction", type=float, default=1.0,
+                   help="with --against: records of each of the 3 other users, as a fraction of N (1.0: 4 users x N)")
     return p
 
 
@@ -195,6 +197,7 @@ def _against_reference(args: argparse.Namespace, sizes: list[int]) -> int:
     try:
         result = run_against_reference(sizes=sizes, queries=args.queries, seed=args.seed, k=args.k,
                                        python=args.reference_python, at=SystemClock().now(),
+                                       other_fraction=args.other_fraction,
                                        progress=lambda m: print(m, file=sys.stderr, flush=True))
     except ReferenceUnavailable as exc:
         print(f"memlab bench perf --against reference: the reference is unavailable: {exc}", file=sys.stderr)
