@@ -191,3 +191,21 @@ def test_ensure_reports_pip_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(ref.subprocess, "run", failing)
     with pytest.raises(ref.ReferenceUnavailable, match="No matching distribution"):
         ref.ensure_reference_python("memory-middleware==0.3.0", venv=venv)
+
+
+def test_ensure_reuses_a_complete_venv_without_pip(monkeypatch, tmp_path):
+    venv = tmp_path / "venv"
+    py = ref._venv_python(venv)
+    py.parent.mkdir(parents=True)
+    py.write_text("")
+    seen = []
+
+    def versions(cmd, **kw):
+        seen.append(cmd)
+        if "pip" in cmd:
+            raise AssertionError("pip must not run when the venv has the reference already")
+        return subprocess.CompletedProcess(cmd, 0, stdout="0.3.0\n", stderr="")
+
+    monkeypatch.setattr(ref.subprocess, "run", versions)
+    assert ref.ensure_reference_python("memory-middleware==0.3.0", venv=venv) == py
+    assert any("memory-middleware" in " ".join(c) for c in seen) and any("sqlean.py" in " ".join(c) for c in seen)

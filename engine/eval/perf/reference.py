@@ -96,7 +96,7 @@ def ensure_reference_python(spec: str = REFERENCE_SPEC, *, venv: Path | None = N
     dist, _, want = spec.partition("==")
     if python.exists():
         have = _installed_version(python, dist)
-        if have is not None and (not want or have == want):
+        if have is not None and (not want or have == want) and _installed_version(python, SQLITE_SHIM) is not None:
             return python
     say = progress or (lambda m: None)
     if not python.exists():

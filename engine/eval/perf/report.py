@@ -202,6 +202,9 @@ def _against_reference(args: argparse.Namespace, sizes: list[int]) -> int:
     except ReferenceUnavailable as exc:
         print(f"memlab bench perf --against reference: the reference is unavailable: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # the worker answered with an error (its traceback included)
+        print(f"memlab bench perf --against reference: the reference worker failed: {exc}", file=sys.stderr)
+        return 1
     print(format_reference_table(result))
     if args.json_out:
         write_json(result, args.json_out)
