@@ -161,7 +161,7 @@ def test_interleaved_run_same_queries_and_shares(fake_ref, monkeypatch):
     assert 0 < row["memlab"]["scored_records"] <= n
     # the fake's KNN takes the 5 nearest of all 80 rows before keeping the user's: at most 5 of 20
     assert 0 <= row["reference"]["scored_records"] <= 5 and row["reference"]["scored_share"] <= 0.25
-    assert row["reference"]["knn_rows"] == 5
+    assert row["reference"]["knn_k"] == row["reference"]["knn_rows"] == 5
     assert row["ratio_p50"] == pytest.approx(row["reference"]["p50_ms"] / row["memlab"]["p50_ms"], rel=0.01, abs=1e-4)
     assert result["config"]["reference"]["version"] == "9.9.9-fake"
     table = ref.format_reference_table(result)

@@ -254,7 +254,8 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
                     progress(f"N={n}: {j + 1}/{queries} interleaved queries")
         finally:
             store.close()
-    knn_rows = min(int(built.get("retrieve_k") or ref_knn_k), rows)
+    knn_k = int(built.get("retrieve_k") or ref_knn_k)
+    knn_rows = min(knn_k, rows)
     mem = {"p50_ms": percentile_ms(mem_lat, 50), "p95_ms": percentile_ms(mem_lat, 95),
            "scored_records": int(np.median(mem_scored)), "scored_share": round(float(np.median(mem_scored)) / n, 4),
            "searched_records": int(user_records), "searched_share": round(user_records / n, 4),
@@ -262,7 +263,7 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
     ref = {"p50_ms": percentile_ms(ref_lat, 50), "p95_ms": percentile_ms(ref_lat, 95),
            "scored_records": int(np.median(ref_cands)), "scored_share": round(float(np.median(ref_cands)) / n, 4),
            "scored_share_min": round(min(ref_cands) / n, 4), "scored_share_max": round(max(ref_cands) / n, 4),
-           "knn_rows": knn_rows, "knn_rows_of_user": round(float(np.median(ref_cands)) / max(1, knn_rows), 4),
+           "knn_k": knn_k, "knn_rows": knn_rows, "knn_rows_of_user": round(float(np.median(ref_cands)) / max(1, knn_rows), 4),
            "ingest_per_s": round(built["records"] / built["ingest_seconds"], 1) if built["ingest_seconds"] else None}
     ratio = [r / m for r, m in zip(ref_lat, mem_lat, strict=True) if m > 0]
     return {
@@ -325,6 +326,11 @@ def run_against_reference(
     return {"config": config, "against": "reference", "sizes": per_size}
 
 
+def _knn_k(result: dict[str, Any]) -> int:
+    refs = [row["reference"] for row in result["sizes"].values()]
+    return max((r.get("knn_k") or r.get("knn_rows") or 0) for r in refs) if refs else 0
+
+
 def format_reference_table(result: dict[str, Any]) -> str:
     cfg, ref = result["config"], result["config"]["reference"]
     lines = [
@@ -344,7 +350,7 @@ def format_reference_table(result: dict[str, Any]) -> str:
     lines += [
         "scored = share of the user's own records the ranking formula scores per query (median), the only ones a "
         "retrieval can return: the reference's are the user's rows among the vec0 KNN's "
-        f"{next(iter(result['sizes'].values()))['reference']['knn_rows']} nearest rows of all users' records; "
+        f"{_knn_k(result)} nearest rows of all users' records; "
         "memlab's are each path's top-k plus the floors, taken inside the user's partition",
         "memlab searched = share of the user's records its BM25 and dense paths rank (the user's partition)",
     ]
