@@ -24,6 +24,7 @@ FAKE = textwrap.dedent('''
     import math, os
 
     __version__ = "9.9.9-fake"
+    print("the fake reference prints on import")  # must not reach the protocol stream
 
     def _log(line):
         path = os.environ.get("FAKE_REF_LOG")
@@ -75,6 +76,7 @@ FAKE = textwrap.dedent('''
         async def _extract_fragments_by_time(self, user_id):
             theme = self.memory_spliter.dialogue_theme_by_user[user_id]
             _log("reference " + theme)
+            print("scoring", theme)
             cands = await self.memory_fragments_rag.query_context_distance(theme, k=self.config.retrieve_k,
                                                                            user_id=user_id)
             if not cands:

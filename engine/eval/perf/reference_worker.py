@@ -34,8 +34,7 @@ import sys
 import time
 import traceback
 
-_OUT = sys.stdout
-sys.stdout = sys.stderr  # the reference's prints and logs must not reach the protocol stream
+_OUT = sys.stdout  # the protocol stream; main() points sys.stdout at stderr (importing this module changes nothing)
 
 
 def _sqlite_with_extensions() -> str:
@@ -167,6 +166,8 @@ class Worker:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _OUT
+    _OUT, sys.stdout = sys.stdout, sys.stderr  # the reference's prints and logs must not reach the protocol stream
     p = argparse.ArgumentParser(description="memlab bench perf --against reference: the reference's side")
     p.add_argument("--module", default="memory_middleware")
     args = p.parse_args(argv)
