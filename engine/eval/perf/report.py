@@ -25,7 +25,7 @@ from engine.eval.perf.retrieval import measure_size, scripted_turn_fn
 from engine.eval.perf.session import DEFAULT_MARKS, run_session, summarize_session
 from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
 
-__all__ = ["run_perf", "format_table", "perf_main", "bench_config"]
+__all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"]
 
 
 def bench_config(k: int | None = None, overrides: dict[str, Any] | None = None) -> MemoryConfig:
@@ -169,7 +169,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key for the whole run, e.g. --set log_full_turns=0 (repeatable)")
     p.add_argument("--json", dest="json_out", help="write the results as JSON to this file")
+    p.add_argument("--against", choices=("reference",), default=None,
+                   help="side by side with the reference package (memory-middleware, installed into "
+                        "build/reference-venv on first use; engine.eval.perf.reference)")
+    p.add_argument("--reference-python", default=None,
+                   help="with --against: an interpreter that already has the reference (skips build/reference-venv)")
+    p.add_argument("--other-fraction", type=float, default=1.0,
+                   help="with --against: records of each of the 3 other users, as a fraction of N (1.0: 4 users x N)")
     return p
+
+
+def write_json(result: dict[str, Any], path: str) -> None:
+    """The results as indented UTF-8 JSON."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2, ensure_ascii=False)
 
 
 def _ints(parser: argparse.ArgumentParser, flag: str, text: str) -> list[int]:
@@ -196,12 +209,36 @@ def perf_main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         parser.error(str(exc))
 
+    if args.against == "reference":
+        return _against_reference(args, sizes)
     result = run_perf(sizes=sizes, stores=stores, repeats=args.queries, seed=args.seed, k=args.k,
                       at=SystemClock().now(), turn_fn=scripted_turn_fn(), session_turns=args.turns, marks=marks,
                       progress=lambda m: print(m, file=sys.stderr, flush=True), overrides=overrides)
     print(format_table(result))
     if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2, ensure_ascii=False)
+        write_json(result, args.json_out)
+        print(f"wrote {args.json_out}")
+    return 0
+
+
+def _against_reference(args: argparse.Namespace, sizes: list[int]) -> int:
+    """`--against reference`: engine.eval.perf.reference; exits 2 saying why when the reference is unavailable."""
+    from engine.core.clock import SystemClock
+    from engine.eval.perf.reference import ReferenceUnavailable, format_reference_table, run_against_reference
+
+    try:
+        result = run_against_reference(sizes=sizes, queries=args.queries, seed=args.seed, k=args.k,
+                                       python=args.reference_python, at=SystemClock().now(),
+                                       other_fraction=args.other_fraction,
+                                       progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except ReferenceUnavailable as exc:
+        print(f"memlab bench perf --against reference: the reference is unavailable: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # the worker answered with an error (its traceback included)
+        print(f"memlab bench perf --against reference: the reference worker failed: {exc}", file=sys.stderr)
+        return 1
+    print(format_reference_table(result))
+    if args.json_out:
+        write_json(result, args.json_out)
         print(f"wrote {args.json_out}")
     return 0
