@@ -32,14 +32,15 @@ import numpy as np
 from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
-from engine.core.forgetting import tag_union
 from engine.core.records import MemoryRecord, record_text
 from engine.core.text import content_tokens, normalize
 from engine.core.timequery import time_match, time_window
+from engine.memory.candidates import PATHS, Candidate, CandidateSet
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
-__all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint"]
+__all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint",
+           "candidate_set", "candidate_inputs"]
 
 #: At most this many records are read for a time constraint (newest first): a bounded read.
 DIM_READ_LIMIT = 200
@@ -244,36 +245,14 @@ def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str =
     return {i: float(sum(w * normed[p].get(i, 0.0) for p, w in active.items()) / total) for i in ids}
 
 
-def candidate_inputs(
-    results: PathResults,
-    R: Mapping[int, float],
-    *,
-    now: datetime,
-    count_tokens: Callable[[MemoryRecord], int],
-):
+def candidate_set(results: PathResults, R: Mapping[int, float], *, now: datetime,
+                  count_tokens: Callable[[MemoryRecord], int]) -> CandidateSet:
+    """The candidates as arrays (fused relevance and the records' state), for `ranking.rank`."""
+    return CandidateSet.from_records(results.records, R, now=now, count_tokens=count_tokens,
+                                     path_scores={p: getattr(results, p) for p in PATHS})
+
+
+def candidate_inputs(results: PathResults, R: Mapping[int, float], *, now: datetime,
+                     count_tokens: Callable[[MemoryRecord], int]) -> list[Candidate]:
     """Build ranking.Candidate objects from fused relevance and the records' state."""
-    from engine.memory.ranking import Candidate
-
-    ranks = {p: results.ranks(p) for p in ("bm25", "dense", "dim")}
-    out = []
-    for rid in sorted(results.records):
-        rec = results.records[rid]
-        out.append(
-            Candidate(
-                record_id=rid,
-                R=float(R.get(rid, 0.0)),
-                age_seconds=max(0.0, (now - rec.reinforced_at).total_seconds()),
-                u=tag_union(rec.tags),
-                n=rec.strengthen_count,
-                tags=tuple(rec.tags),
-                tokens=count_tokens(rec),
-                ranks={p: ranks[p].get(rid) for p in ranks},
-                path_scores={
-                    p: float(getattr(results, p).get(rid, 0.0)) for p in ("bm25", "dense", "dim")
-                },
-                sources=frozenset(rec.source.message_ids) if rec.source is not None else frozenset(),
-                session=rec.source.session_id if rec.source is not None else None,
-            )
-        )
-    return out
-
+    return candidate_set(results, R, now=now, count_tokens=count_tokens).candidates()
