@@ -13,9 +13,9 @@ from datetime import datetime
 
 from engine.core.config import MemoryConfig
 from engine.core.records import MemoryRecord, ScoreRow
+from engine.memory.candidates import record_tokens
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
-from engine.memory.candidates import record_tokens
 from engine.memory.ranking import rank
 from engine.memory.results import Retrieval
 from engine.memory.retrieval import PathResults, candidate_set, fuse, gather, has_constraint

@@ -21,21 +21,18 @@ and keywords are what BM25 already finds.)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 
 import numpy as np
 
-from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.records import MemoryRecord, record_text
-from engine.core.text import content_tokens, normalize
-from engine.core.timequery import time_match, time_window
+from engine.core.timequery import time_window
 from engine.memory.candidates import PATHS, Candidate, CandidateSet
+from engine.memory.dimension import DimensionScorer, dimension_score, has_constraint
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
@@ -44,8 +41,6 @@ __all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT",
 
 #: At most this many records are read for a time constraint (newest first): a bounded read.
 DIM_READ_LIMIT = 200
-#: The record field that holds each kind of answer (a question's `answer_dimension`).
-_ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,73 +57,6 @@ class PathResults:
         scores: dict[int, float] = getattr(self, path)
         order = sorted(scores, key=lambda i: (-scores[i], i))
         return {rid: r + 1 for r, rid in enumerate(order)}
-
-
-def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mapping[str, float]) -> float | None:
-    """Agreement between the query's constraints and the record's dimensions, in [0, 1].
-
-    None when the query has no constraint at all (the path is then inactive).
-    """
-    parts: dict[str, float] = {}
-    if query.target_types:
-        parts["type"] = 1.0 if record.memory_type in query.target_types else 0.0
-    if query.target_tags:
-        parts["tag"] = 1.0 if set(query.target_tags) & set(record.tags) else 0.0
-    if query.target_attributes:
-        stated = _stated_attribute_name(record.content)
-        parts["attribute"] = 1.0 if stated is not None and stated.split(":")[0] in query.target_attributes else 0.0
-    if query.answer_dimension in _ANSWER_FIELDS:  # "where …?" wants a record that states a place
-        parts["answer"] = 1.0 if getattr(record, _ANSWER_FIELDS[query.answer_dimension]) else 0.0
-    if query.time is not None:
-        parts["time"] = float(time_match(query.time, record.time))
-    if query.location:
-        loc = _normalized(query.location)
-        hay = _normalized(f"{record.location or ''} {record.content}")
-        parts["location"] = 1.0 if loc and loc in hay else 0.0
-    q_kw, kw_tokens, multi = _query_terms(tuple(query.keywords))
-    if q_kw:
-        hay_tokens, rec_kw, content = _record_terms(record.content, tuple(record.keywords), record.location or "")
-        parts["keyword_tokens"] = len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0
-        phrases = [k for k in q_kw if " " in k or k in rec_kw]
-        pool = multi or phrases or q_kw
-        parts["keyword_phrase"] = sum(1.0 for k in pool if k in rec_kw or k in content) / len(pool)
-    if not parts:
-        return None
-    total_w = sum(weights.get(k, 0.0) for k in parts)
-    if total_w <= 0:
-        return float(np.mean(list(parts.values())))
-    return float(sum(weights.get(k, 0.0) * v for k, v in parts.items()) / total_w)
-
-
-@lru_cache(maxsize=1024)
-def _query_terms(keywords: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]:
-    """A query's normalised keywords, their token set and its multi-word/Chinese phrases (the same
-    for every record a query is scored against, so computed once per query)."""
-    q_kw = [normalize(k) for k in keywords if k.strip()]
-    kw_tokens: set[str] = set()
-    for k in q_kw:
-        kw_tokens.update(content_tokens(k) or [k])
-    multi = tuple(k for k in q_kw if " " in k or re.search(r"[\u4e00-\u9fff]{2,}", k))
-    return tuple(q_kw), frozenset(kw_tokens), multi
-
-
-@lru_cache(maxsize=1 << 16)
-def _stated_attribute_name(content: str) -> str | None:
-    found = stated_attribute(content)
-    return found.name if found is not None else None
-
-
-@lru_cache(maxsize=1 << 16)
-def _normalized(text: str) -> str:
-    return normalize(text)
-
-
-@lru_cache(maxsize=1 << 16)
-def _record_terms(content: str, keywords: tuple[str, ...], location: str) -> tuple[frozenset[str], frozenset[str], str]:
-    """A record's token set, keyword set and normalised content (cached: the same records are
-    re-scored by every query, and tokenising dominated the dimension path's time)."""
-    hay = frozenset(content_tokens(f"{content} {' '.join(keywords)} {location}"))
-    return hay, frozenset(normalize(k) for k in keywords), normalize(content)
 
 
 def gather(
@@ -179,8 +107,9 @@ def gather(
     if not hist:
         records = {i: r for i, r in records.items() if r.is_current}
     if dim_active:
+        scorer = DimensionScorer(query, config.dim_weights)
         for rid, rec in records.items():
-            s = dimension_score(query, rec, weights=config.dim_weights)
+            s = scorer(rec)
             if s is not None and s > 0:
                 dim[rid] = s
         keep = sorted(dim, key=lambda i: (-dim[i], i))[:k]
@@ -193,11 +122,6 @@ def gather(
     bm25 = {i: s for i, s in bm25.items() if i in records}
     dense = {i: s for i, s in dense.items() if i in records}
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
-
-
-def has_constraint(query: ParsedQuery) -> bool:
-    return bool(query.target_types or query.target_tags or query.target_attributes or query.time or query.location
-                or query.keywords or query.answer_dimension in _ANSWER_FIELDS)
 
 
 def _minmax(scores: Mapping[int, float]) -> dict[int, float]:
