@@ -18,7 +18,7 @@ from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
 from engine.memory.ranking import rank
 from engine.memory.results import Retrieval
-from engine.memory.retrieval import PathResults, candidate_set, fuse, gather, has_constraint
+from engine.memory.retrieval import PathResults, candidate_set, fuse, gather, has_constraint, newest_tagged
 from engine.memory.weights import weights_for
 from engine.memory.window import pending_messages
 from engine.roles.types import ParsedQuery, QueryInput
@@ -44,10 +44,11 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     # credits them), or as candidates outright when seats need no relevance; safety records hold
     # their seat without relevance and are always candidates
     floor_matters = cfg.min_relevance <= 0 or ("dim" in cfg.paths and has_constraint(parsed))
-    floor = {r.id: r for tag in dict.fromkeys(cfg.always_inject_types if floor_matters else ()) for r in
-             store.records(user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)}
-    safety = {r.id: r for r in store.records(user_id, tags_any=["safety"], limit=cfg.candidate_k,
-                                             newest_first=True)} if cfg.safety_seats else {}
+    floor_tags = list(dict.fromkeys(cfg.always_inject_types if floor_matters else ()))
+    tagged = newest_tagged(store, user_id, [*floor_tags, *(["safety"] if cfg.safety_seats else [])],
+                           k=cfg.candidate_k)
+    floor = {r.id: r for tag in floor_tags for r in tagged[tag]}
+    safety = {r.id: r for r in tagged.get("safety", ())}
     # records pinned by hand hold a seat the same way (engine.memory.editing)
     safety.update({r.id: r for r in store.records(user_id, tags_any=["pinned"], limit=cfg.candidate_k,
                                                   newest_first=True)})

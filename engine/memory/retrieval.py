@@ -37,7 +37,7 @@ from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
 __all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint",
-           "candidate_set", "candidate_inputs"]
+           "candidate_set", "candidate_inputs", "newest_tagged"]
 
 #: At most this many records are read for a time constraint (newest first): a bounded read.
 DIM_READ_LIMIT = 200
@@ -122,6 +122,28 @@ def gather(
     bm25 = {i: s for i, s in bm25.items() if i in records}
     dense = {i: s for i, s in dense.items() if i in records}
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
+
+
+def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) -> dict[str, list[MemoryRecord]]:
+    """The newest `k` current records carrying each tag (newest first), as one read where one suffices.
+
+    One read takes the newest `k·len(tags)` records carrying any of the tags; a tag with at least
+    `k` records among them has its newest `k` there (the read is a newest-first prefix of the
+    tagged records), and a read that came back short holds every tagged record. Only a tag still
+    short after a full read is read on its own."""
+    tags = list(dict.fromkeys(tags))
+    if len(tags) <= 1:
+        return {t: store.records(user_id, tags_any=[t], limit=k, newest_first=True) for t in tags}
+    limit = k * len(tags)
+    got = store.records(user_id, tags_any=tags, limit=limit, newest_first=True)
+    out = {t: [r for r in got if t in r.tags] for t in tags}
+    complete = len(got) < limit
+    for t in tags:
+        if len(out[t]) >= k or complete:
+            out[t] = out[t][:k]
+        else:
+            out[t] = store.records(user_id, tags_any=[t], limit=k, newest_first=True)
+    return out
 
 
 def _minmax(scores: Mapping[int, float]) -> dict[int, float]:
