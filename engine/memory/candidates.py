@@ -57,12 +57,24 @@ class CandidateSet:
     tokens: list[int]
     sources: list[frozenset[int]]
     sessions: list[str | None]
-    ranks: Callable[[int], dict[str, int | None]]
-    path_scores: Callable[[int], dict[str, float]]
+    scores_by_path: Mapping[str, Mapping[int, float]]  # each path's raw score by record id (absent: 0)
+    ranks_by_path: Mapping[str, Mapping[int, int]]  # each path's rank by record id (absent: None)
     given: Sequence[Candidate] | None = None  # the Candidate objects it was made from, if any
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def ranks(self, i: int) -> dict[str, int | None]:
+        if self.given is not None:
+            return dict(self.given[i].ranks)
+        rid = self.ids[i]
+        return {p: self.ranks_by_path[p].get(rid) for p in PATHS}
+
+    def path_scores(self, i: int) -> dict[str, float]:
+        if self.given is not None:
+            return dict(self.given[i].path_scores)
+        rid = self.ids[i]
+        return {p: float(self.scores_by_path[p].get(rid, 0.0)) for p in PATHS}
 
     def candidate(self, i: int) -> Candidate:
         if self.given is not None:
@@ -82,7 +94,7 @@ class CandidateSet:
         return cls(ids=[c.record_id for c in cs], R=_floats(c.R for c in cs), age=_floats(c.age_seconds for c in cs),
                    u=_floats(c.u for c in cs), n=_floats(c.n for c in cs), tags=[c.tags for c in cs],
                    tokens=[c.tokens for c in cs], sources=[c.sources for c in cs], sessions=[c.session for c in cs],
-                   ranks=lambda i: dict(cs[i].ranks), path_scores=lambda i: dict(cs[i].path_scores), given=cs)
+                   scores_by_path={}, ranks_by_path={}, given=cs)
 
     @classmethod
     def from_records(cls, records: Mapping[int, MemoryRecord], R: Mapping[int, float], *,
@@ -91,8 +103,6 @@ class CandidateSet:
         """The candidates of a retrieval: its records (in id order), fused R and each path's raw scores."""
         ids = sorted(records)
         recs = [records[i] for i in ids]
-        ranks = {p: _ranks(path_scores.get(p, {})) for p in PATHS}
-        scores = {p: path_scores.get(p, {}) for p in PATHS}
         return cls(
             ids=ids,
             R=_floats(float(R.get(i, 0.0)) for i in ids),
@@ -103,8 +113,8 @@ class CandidateSet:
             tokens=[count_tokens(r) for r in recs],
             sources=[frozenset(r.source.message_ids) if r.source is not None else frozenset() for r in recs],
             sessions=[r.source.session_id if r.source is not None else None for r in recs],
-            ranks=lambda i: {p: ranks[p].get(ids[i]) for p in PATHS},
-            path_scores=lambda i: {p: float(scores[p].get(ids[i], 0.0)) for p in PATHS},
+            scores_by_path={p: path_scores.get(p, {}) for p in PATHS},
+            ranks_by_path={p: _ranks(path_scores.get(p, {})) for p in PATHS},
         )
 
 

@@ -27,6 +27,7 @@ __all__ = ["DimensionScorer", "dimension_score", "has_constraint", "ANSWER_FIELD
 
 #: The record field that holds each kind of answer (a question's `answer_dimension`).
 ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
+_KEYWORDS_ONLY = ["keyword_tokens", "keyword_phrase"]
 
 
 def has_constraint(query: ParsedQuery) -> bool:
@@ -67,6 +68,9 @@ class DimensionScorer:
     def __call__(self, record: MemoryRecord) -> float | None:
         if not self.keys:
             return None
+        if self.keys == _KEYWORDS_ONLY and self.total_w > 0:  # the common question: keywords only
+            tokens, phrase = self._keyword_parts(record)
+            return float((self.weights[0] * tokens + self.weights[1] * phrase) / self.total_w)
         values = self._parts(record)
         if self.total_w <= 0:
             return float(np.mean(values))
@@ -89,14 +93,17 @@ class DimensionScorer:
         if self.location is not None:
             loc = self.location
             out.append(1.0 if loc and loc in _normalized(f"{record.location or ''} {record.content}") else 0.0)
-        q_kw = self.q_kw
-        if q_kw:
-            hay_tokens, rec_kw, content = _record_terms(record.content, tuple(record.keywords), record.location or "")
-            kw_tokens = self.kw_tokens
-            out.append(len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0)
-            pool = self.multi or [k for k in q_kw if " " in k or k in rec_kw] or q_kw
-            out.append(sum(1.0 for k in pool if k in rec_kw or k in content) / len(pool))
+        if self.q_kw:
+            out.extend(self._keyword_parts(record))
         return out
+
+    def _keyword_parts(self, record: MemoryRecord) -> tuple[float, float]:
+        """(keyword tokens the record has, share of the keyword phrases it states)."""
+        q_kw, kw_tokens = self.q_kw, self.kw_tokens
+        hay_tokens, rec_kw, content = _record_terms(record.content, tuple(record.keywords), record.location or "")
+        tokens = len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0
+        pool = self.multi or [k for k in q_kw if " " in k or k in rec_kw] or q_kw
+        return tokens, sum(1.0 for k in pool if k in rec_kw or k in content) / len(pool)
 
 
 @lru_cache(maxsize=1024)
