@@ -52,10 +52,12 @@ def engine():
 @pytest.mark.parametrize("k", [1, 3, 10, 50, 200])
 def test_one_tagged_read_gives_each_tags_newest_k(engine, k):
     tags = ["identity", "preference", "safety", "pinned"]
-    got = newest_tagged(engine.store, "u", tags, k=k)
-    for t in tags:
-        alone = engine.store.records("u", tags_any=[t], limit=k, newest_first=True)
-        assert [r.id for r in got[t]] == [r.id for r in alone], (t, k)
+    for _ in range(2):  # the second time with the hint of which tags came short
+        got = newest_tagged(engine.store, "u", tags, k=k)
+        assert list(got) == tags
+        for t in tags:
+            alone = engine.store.records("u", tags_any=[t], limit=k, newest_first=True)
+            assert [r.id for r in got[t]] == [r.id for r in alone], (t, k)
     assert newest_tagged(engine.store, "u", [], k=k) == {}
 
 

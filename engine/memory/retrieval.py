@@ -129,21 +129,36 @@ def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) ->
 
     One read takes the newest `k·len(tags)` records carrying any of the tags; a tag with at least
     `k` records among them has its newest `k` there (the read is a newest-first prefix of the
-    tagged records), and a read that came back short holds every tagged record. Only a tag still
-    short after a full read is read on its own."""
+    tagged records), and a read that came back short holds every tagged record. A tag still short
+    is read on its own, and next time for this user straight away (a hint: which reads are made,
+    never what they return)."""
     tags = list(dict.fromkeys(tags))
-    if len(tags) <= 1:
-        return {t: store.records(user_id, tags_any=[t], limit=k, newest_first=True) for t in tags}
-    limit = k * len(tags)
-    got = store.records(user_id, tags_any=tags, limit=limit, newest_first=True)
-    out = {t: [r for r in got if t in r.tags] for t in tags}
-    complete = len(got) < limit
-    for t in tags:
-        if len(out[t]) >= k or complete:
-            out[t] = out[t][:k]
-        else:
-            out[t] = store.records(user_id, tags_any=[t], limit=k, newest_first=True)
-    return out
+    hint_key = (id(store), user_id)
+    alone = [t for t in tags if t in _SHORT_TAGS.get(hint_key, ())]
+    joint = [t for t in tags if t not in alone]
+    out = {t: store.records(user_id, tags_any=[t], limit=k, newest_first=True) for t in alone}
+    if len(joint) == 1:
+        out[joint[0]] = store.records(user_id, tags_any=joint, limit=k, newest_first=True)
+    elif joint:
+        limit = k * len(joint)
+        got = store.records(user_id, tags_any=joint, limit=limit, newest_first=True)
+        short = set()
+        for t in joint:
+            mine = [r for r in got if t in r.tags]
+            if len(mine) >= k or len(got) < limit:
+                out[t] = mine[:k]
+            else:
+                out[t] = store.records(user_id, tags_any=[t], limit=k, newest_first=True)
+                short.add(t)
+        if short:
+            if len(_SHORT_TAGS) >= 4096:
+                _SHORT_TAGS.clear()
+            _SHORT_TAGS[hint_key] = frozenset(short | set(alone))
+    return {t: out[t] for t in tags}
+
+
+#: Tags found short of k in a joint read, by (store, user): read on their own next time.
+_SHORT_TAGS: dict[tuple[int, str], frozenset[str]] = {}
 
 
 def _minmax(scores: Mapping[int, float]) -> dict[int, float]:
