@@ -17,28 +17,12 @@ import numpy as np
 from engine.core.config import MemoryConfig, Weights
 from engine.core.forgetting import decay, importance, score
 from engine.core.records import ScoreRow
+from engine.memory.candidates import Candidate, CandidateSet
 
-__all__ = ["Candidate", "rank_candidates", "sensitivity", "NEAR_MISS_WINDOW"]
+__all__ = ["Candidate", "CandidateSet", "Ranking", "rank", "rank_candidates", "sensitivity", "NEAR_MISS_WINDOW"]
 
 #: Unpicked candidates within this many places after the last seat are reported as near-misses.
 NEAR_MISS_WINDOW = 3
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Candidate:
-    """The inputs of one candidate's score, kept so a what-if can re-rank without the store."""
-
-    record_id: int
-    R: float
-    age_seconds: float
-    u: float
-    n: int
-    tags: tuple[str, ...]
-    tokens: int
-    ranks: Mapping[str, int | None] = field(default_factory=dict)
-    path_scores: Mapping[str, float] = field(default_factory=dict)
-    sources: frozenset[int] = frozenset()  # the message ids the record was made from (distinct evidence)
-    session: str | None = None  # the session the record was said in (spread for aggregate questions)
 
 
 def rank_candidates(
@@ -55,18 +39,31 @@ def rank_candidates(
     live window); they are still scored and reported. `aggregate` (the question gathers several
     items) spreads top-K seats over sessions when `config.spread_sessions` is on.
     """
-    excluded = dict(excluded or {})
-    w = weights or config.weights
     if not candidates:
         return [], []
-    scores = _scores(candidates, config=config, weights=w)
+    ranking = rank(CandidateSet.of(candidates), config=config, weights=weights, excluded=excluded,
+                   aggregate=aggregate)
+    return ranking.rows(), ranking.picked_ids
+
+
+def rank(cands: CandidateSet, *, config: MemoryConfig, weights: Weights | None = None,
+         excluded: Mapping[int, str] | None = None, aggregate: bool = False) -> Ranking:
+    """`rank_candidates` on a candidate set, rows left unbuilt (`Ranking.rows`, `Ranking.row`)."""
+    excluded = dict(excluded or {})
+    w = weights or config.weights
+    if not len(cands):
+        empty = np.zeros(0)
+        return Ranking(cands=cands, weights=w, order=[], scores=_Scores(R=empty, T=empty, F=empty, S=empty, Rl=[],
+                       Tl=[], Fl=[], Sl=[]), picked=[], why={}, verdicts=[])
+    scores = _scores(cands, config=config, weights=w)
     # stable order: S descending, then record id ascending (deterministic ties)
-    order = sorted(range(len(candidates)), key=lambda i: (-scores.S[i], candidates[i].record_id))
-    seats = _select(candidates, order, config=config, excluded=excluded, S=scores.S,
+    S, ids = scores.Sl, cands.ids
+    order = sorted(range(len(cands)), key=lambda i: (-S[i], ids[i]))
+    seats = _select(cands, order, config=config, excluded=excluded, S=S, R=scores.Rl,
                     spread=aggregate and config.spread_sessions)
-    rows = [_row(candidates[i], i, pos, scores, w, _verdict(candidates[i], i, pos, seats, excluded),
-                 seats.why.get(i, "top-K")) for pos, i in enumerate(order)]
-    return rows, [candidates[i].record_id for i in seats.picked]
+    verdicts = [_verdict(ids[i], i, pos, seats, excluded) for pos, i in enumerate(order)]
+    return Ranking(cands=cands, weights=w, order=order, scores=scores, picked=seats.picked, why=seats.why,
+                   verdicts=verdicts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +72,10 @@ class _Scores:
     T: np.ndarray
     F: np.ndarray
     S: np.ndarray
+    Rl: list[float]
+    Tl: list[float]
+    Fl: list[float]
+    Sl: list[float]
 
 
 @dataclass(slots=True)
@@ -84,133 +85,171 @@ class _Seats:
     last_seat_pos: int = -1
 
 
-def _scores(candidates: Sequence[Candidate], *, config: MemoryConfig, weights: Weights) -> _Scores:
+@dataclass(frozen=True, slots=True, eq=False)
+class Ranking:
+    """One ranking of a candidate set: the order by S, the seats, each position's verdict; the
+    score rows are built on demand (a retrieval logs ~24 of ~170)."""
+
+    cands: CandidateSet
+    weights: Weights
+    order: list[int]  # candidate indexes, best S first
+    scores: _Scores
+    picked: list[int]  # candidate indexes in seat order
+    why: dict[int, str]
+    verdicts: list[str]  # by position in `order`
+    built: dict[int, ScoreRow] = field(default_factory=dict)  # rows built so far, by position
+
+    @property
+    def picked_ids(self) -> list[int]:
+        return [self.cands.ids[i] for i in self.picked]
+
+    def row(self, pos: int) -> ScoreRow:
+        got = self.built.get(pos)
+        if got is None:
+            i = self.order[pos]
+            got = self.built[pos] = _row(self.cands, i, pos, self.scores, self.weights, self.verdicts[pos],
+                                         self.why.get(i, "top-K"))
+        return got
+
+    def rows(self) -> list[ScoreRow]:
+        return [self.row(pos) for pos in range(len(self.order))]
+
+    def logged_rows(self, limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:
+        """The rows a retrieval stores: every row that was seated or held back, and the best `limit`
+        by S; `limit` 0 keeps them all."""
+        n = len(self.order)
+        if limit <= 0 or n <= limit:
+            return self.rows()
+        held, ids = excluded or {}, self.cands.ids
+        return [self.row(pos) for pos in range(n)
+                if pos < limit or self.verdicts[pos] == "picked" or ids[self.order[pos]] in held]
+
+
+def _scores(cands: CandidateSet, *, config: MemoryConfig, weights: Weights) -> _Scores:
     """T, F and S for every candidate at once (vectorised)."""
     w = weights
-    R = np.array([c.R for c in candidates], dtype=float)
-    age = np.array([c.age_seconds for c in candidates], dtype=float)
-    u = np.array([c.u for c in candidates], dtype=float)
-    n = np.array([c.n for c in candidates], dtype=float)
+    R, age = cands.R, cands.age
     T = np.atleast_1d(decay(age, tau=config.tau, c=config.c) if config.decay_enabled else np.ones_like(age))
-    F = np.atleast_1d(importance(u, n, w0=w.w0, w1=w.w1, w2=w.w2, k=config.consolidation_k))
+    F = np.atleast_1d(importance(cands.u, cands.n, w0=w.w0, w1=w.w1, w2=w.w2, k=config.consolidation_k))
     S = np.atleast_1d(score(R, T, F, alpha=w.alpha, beta=w.beta, gamma=w.gamma, delta=w.delta))
-    return _Scores(R=R, T=T, F=F, S=S)
+    return _Scores(R=R, T=T, F=F, S=S, Rl=R.tolist(), Tl=T.tolist(), Fl=F.tolist(), Sl=S.tolist())
 
 
-def _select(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig,
-            excluded: Mapping[int, str], S: np.ndarray, spread: bool = False) -> _Seats:
+def _select(cands: CandidateSet, order: Sequence[int], *, config: MemoryConfig,
+            excluded: Mapping[int, str], S: Sequence[float], R: Sequence[float], spread: bool = False) -> _Seats:
     """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
     matters when dinner is discussed without the word), then one seat for a record the user pinned
     by hand (relevance or not), then one floor seat per `always_inject_types`
     tag, then top-K by S. Floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
     irrelevant one) and S ≥ `min_score_ratio` of the best candidate's S (decay and importance can
     take a seat away); nothing may overflow the injection token budget."""
-    seats = _Seats(why={i: excluded[c.record_id] for i, c in enumerate(candidates) if c.record_id in excluded})
-    eligible = [float(S[i]) for i in order if i not in seats.why]
+    seats = _Seats(why={i: excluded[rid] for i, rid in enumerate(cands.ids) if rid in excluded})
+    eligible = [S[i] for i in order if i not in seats.why]
     floor_s = config.min_score_ratio * max(eligible) if eligible else 0.0
     unearned: dict[int, str] = {}
     for i in order:
         if i in seats.why:
             continue
-        if candidates[i].R < config.min_relevance:
+        if R[i] < config.min_relevance:
             unearned[i] = f"below min relevance {config.min_relevance:g}"
-        elif float(S[i]) < floor_s - 1e-12:
+        elif S[i] < floor_s - 1e-12:
             unearned[i] = f"score below {config.min_score_ratio:g} of the best"
     used_tokens = 0
     floors = [("safety", "safety", False)] * config.safety_seats + [("pinned", "pinned", False)] + [
         (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
+    tags, tokens = cands.tags, cands.tokens
     for tag, why, must_earn in floors:
         for i in order:
-            c = candidates[i]
-            if i in seats.why or tag not in c.tags or len(seats.picked) >= config.top_k or (must_earn and i in unearned):
+            if i in seats.why or tag not in tags[i] or len(seats.picked) >= config.top_k or (must_earn and i in unearned):
                 continue
-            if used_tokens + c.tokens > config.injection_budget and seats.picked:
+            if used_tokens + tokens[i] > config.injection_budget and seats.picked:
                 break
             seats.picked.append(i)
             seats.why[i] = why
-            used_tokens += c.tokens
+            used_tokens += tokens[i]
             break
     for i, reason in unearned.items():
         seats.why.setdefault(i, reason)
-    _fill_top_k(candidates, order, config=config, seats=seats, used_tokens=used_tokens, spread=spread)
+    _fill_top_k(cands, order, config=config, seats=seats, used_tokens=used_tokens, spread=spread)
     return seats
 
 
-def _fill_top_k(candidates: Sequence[Candidate], order: Sequence[int], *, config: MemoryConfig, seats: _Seats,
+def _fill_top_k(cands: CandidateSet, order: Sequence[int], *, config: MemoryConfig, seats: _Seats,
                 used_tokens: int, spread: bool) -> None:
     """Top-K by S. With `distinct_sources`, a candidate made only from messages a seated record
     was made from (a near-duplicate of one turn) waits: it is seated only if seats remain after
     every distinct candidate, so k seats carry as many distinct pieces of evidence as they can.
     With `spread` (an aggregate question), a candidate from a session that already has a seat
     waits the same way, so the seats reach across sessions first."""
+    sources, session_of, tokens = cands.sources, cands.sessions, cands.tokens
     covered: set[int] = set()
     sessions: set[str] = set()
     for i in seats.picked:
-        covered |= candidates[i].sources
-        sessions.add(candidates[i].session or "")
+        covered |= sources[i]
+        sessions.add(session_of[i] or "")
     waiting: list[tuple[int, int]] = []
     for pos, i in enumerate(order):
         if i in seats.why:
             if i in seats.picked:
                 seats.last_seat_pos = max(seats.last_seat_pos, pos)
             continue
-        c = candidates[i]
         if len(seats.picked) >= config.top_k:
             seats.why[i] = "top-K"
             continue
-        if (config.distinct_sources and c.sources and c.sources <= covered) or (
-                spread and c.session is not None and c.session in sessions):
+        src, session = sources[i], session_of[i]
+        if (config.distinct_sources and src and src <= covered) or (
+                spread and session is not None and session in sessions):
             waiting.append((pos, i))
             continue
-        if used_tokens + c.tokens > config.injection_budget and seats.picked:
+        if used_tokens + tokens[i] > config.injection_budget and seats.picked:
             seats.why[i] = "budget"
             continue
         seats.picked.append(i)
         seats.why[i] = "top-K"
-        used_tokens += c.tokens
+        used_tokens += tokens[i]
         seats.last_seat_pos = pos
-        covered |= c.sources
-        sessions.add(c.session or "")
+        covered |= src
+        sessions.add(session or "")
     for pos, i in waiting:
-        c = candidates[i]
         if len(seats.picked) >= config.top_k:
-            seats.why[i] = ("same source as a seated record" if c.sources and c.sources <= covered
+            seats.why[i] = ("same source as a seated record" if sources[i] and sources[i] <= covered
                            else "session already seated")
-        elif used_tokens + c.tokens > config.injection_budget and seats.picked:
+        elif used_tokens + tokens[i] > config.injection_budget and seats.picked:
             seats.why[i] = "budget"
         else:
             seats.picked.append(i)
             seats.why[i] = "top-K (after the distinct ones)"
-            used_tokens += c.tokens
+            used_tokens += tokens[i]
             seats.last_seat_pos = max(seats.last_seat_pos, pos)
 
 
-def _verdict(c: Candidate, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:
+def _verdict(record_id: int, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:
     if i in seats.picked:
         return "picked"
-    if c.record_id in excluded or seats.why.get(i, "").startswith(("below min relevance", "score below")):
+    if record_id in excluded or seats.why.get(i, "").startswith(("below min relevance", "score below")):
         return "dropped"
     return "near-miss" if pos <= seats.last_seat_pos + NEAR_MISS_WINDOW else "dropped"
 
 
-def _row(c: Candidate, i: int, pos: int, s: _Scores, w: Weights, verdict: str, why: str) -> ScoreRow:
+def _row(cands: CandidateSet, i: int, pos: int, s: _Scores, w: Weights, verdict: str, why: str) -> ScoreRow:
+    R, T, F = s.Rl[i], s.Tl[i], s.Fl[i]
     return ScoreRow(
-        record_id=c.record_id,
-        ranks=dict(c.ranks),
-        path_scores={k: round(float(v), 6) for k, v in c.path_scores.items()},
-        R=round(float(s.R[i]), 6),
-        T=round(float(s.T[i]), 6),
-        F=round(float(s.F[i]), 6),
+        record_id=cands.ids[i],
+        ranks=cands.ranks(i),
+        path_scores={k: round(float(v), 6) for k, v in cands.path_scores(i).items()},
+        R=round(R, 6),
+        T=round(T, 6),
+        F=round(F, 6),
         parts={
-            "alpha_R": round(float(w.alpha * s.R[i]), 6),
-            "beta_T": round(float(w.beta * s.T[i]), 6),
-            "gamma_F": round(float(w.gamma * s.F[i]), 6),
+            "alpha_R": round(w.alpha * R, 6),
+            "beta_T": round(w.beta * T, 6),
+            "gamma_F": round(w.gamma * F, 6),
             "delta": round(float(w.delta), 6),
         },
-        S=round(float(s.S[i]), 6),
+        S=round(s.Sl[i], 6),
         verdict=verdict,
         why=why,
-        tokens=c.tokens,
+        tokens=cands.tokens[i],
         position=pos,
     )
 
@@ -223,12 +262,12 @@ def sensitivity(
     Answers the lab's "which knob would change what gets injected?" without touching the store.
     """
     w = weights or config.weights
-    _, base = rank_candidates(candidates, config=config, weights=w)
-    base_set = set(base)
+    cands = CandidateSet.of(candidates)
+    base_set = set(rank(cands, config=config, weights=w).picked_ids)
     out: dict[str, str | None] = {}
 
     def changed(cfg: MemoryConfig, wt: Weights) -> bool:
-        return set(rank_candidates(candidates, config=cfg, weights=wt)[1]) != base_set
+        return set(rank(cands, config=cfg, weights=wt).picked_ids) != base_set
 
     for knob in ("alpha", "beta", "gamma"):
         found = None

@@ -13,12 +13,12 @@ from datetime import datetime
 
 from engine.core.config import MemoryConfig
 from engine.core.records import MemoryRecord, ScoreRow
+from engine.memory.candidates import record_tokens
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
-from engine.memory.injection import render_record
-from engine.memory.ranking import rank_candidates
+from engine.memory.ranking import rank
 from engine.memory.results import Retrieval
-from engine.memory.retrieval import PathResults, candidate_inputs, fuse, gather, has_constraint
+from engine.memory.retrieval import PathResults, candidate_set, fuse, gather, has_constraint, newest_tagged
 from engine.memory.weights import weights_for
 from engine.memory.window import pending_messages
 from engine.roles.types import ParsedQuery, QueryInput
@@ -53,10 +53,11 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     # credits them), or as candidates outright when seats need no relevance; safety records hold
     # their seat without relevance and are always candidates
     floor_matters = cfg.min_relevance <= 0 or ("dim" in cfg.paths and has_constraint(parsed))
-    floor = {r.id: r for tag in dict.fromkeys(cfg.always_inject_types if floor_matters else ()) for r in
-             store.records(user_id, tags_any=[tag], limit=cfg.candidate_k, newest_first=True)}
-    safety = {r.id: r for r in store.records(user_id, tags_any=["safety"], limit=cfg.candidate_k,
-                                             newest_first=True)} if cfg.safety_seats else {}
+    floor_tags = list(dict.fromkeys(cfg.always_inject_types if floor_matters else ()))
+    tagged = newest_tagged(store, user_id, [*floor_tags, *(["safety"] if cfg.safety_seats else [])],
+                           k=cfg.candidate_k)
+    floor = {r.id: r for tag in floor_tags for r in tagged[tag]}
+    safety = {r.id: r for r in tagged.get("safety", ())}
     # records pinned by hand hold a seat the same way (engine.memory.editing)
     safety.update({r.id: r for r in store.records(user_id, tags_any=["pinned"], limit=cfg.candidate_k,
                                                   newest_first=True)})
@@ -64,33 +65,35 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
-    candidates = candidate_inputs(results, R, now=now, count_tokens=lambda r: ctx.counter.count(render_record(r)))
+    counter = ctx.counter
+    cands = candidate_set(results, R, now=now, count_tokens=lambda r: record_tokens(counter, r))
     theme = _dominant_theme(results, R)
     weights = weights_for(store, user_id, theme, default=cfg.weights, tuned=cfg.tune_weights)
     excluded: dict[int, str] = {}
     if session_id and not cfg.include_history:
         excluded = held_back(ctx, live, user_id, session_id, results.records,
                              pending_messages(store, user_id, session_id), now=now, event_no=event_no)
-    rows, picked = rank_candidates(candidates, config=cfg, weights=weights, excluded=excluded,
-                                   aggregate=parsed.aggregate)
+    ranking = rank(cands, config=cfg, weights=weights, excluded=excluded, aggregate=parsed.aggregate)
+    picked = ranking.picked_ids
     replies = assistant_replies(store, user_id, [results.records[i] for i in picked]) if parsed.needs_assistant else {}
     event_id = None
     if log:
+        logged = ranking.logged_rows(cfg.score_log_rows, excluded)
         ev = ctx.log(user_id, session_id or "", "retrieve", {
             "query": parsed.model_dump(mode="json"),
             "theme": theme,
             "weights": weights.to_dict(),
-            "candidates": len(rows),
+            "candidates": len(cands),
             "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
             "picked": picked,
-            "rows_logged": len(logged_rows(rows, cfg.score_log_rows, excluded)),
+            "rows_logged": len(logged),
             "assistant_recall": bool(parsed.needs_assistant),
             **parser_note(ctx.models.query_parser),
         }, event_no=event_no)
-        store.append_scores(ev.id, user_id, logged_rows(rows, cfg.score_log_rows, excluded))
+        store.append_scores(ev.id, user_id, logged)
         event_id = ev.id
-    return Retrieval(query=parsed, rows=rows, records=results.records, picked=picked, candidates=candidates,
-                     weights=weights, at=now, event_id=event_id, assistant_replies=replies, excluded=excluded)
+    return Retrieval(query=parsed, ranking=ranking, records=results.records, picked=picked, weights=weights, at=now,
+                     event_id=event_id, assistant_replies=replies, excluded=excluded)
 
 
 def logged_rows(rows: Sequence[ScoreRow], limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:
@@ -106,10 +109,10 @@ def logged_rows(rows: Sequence[ScoreRow], limit: int, excluded: Mapping[int, str
 def rescore(retrieval: Retrieval, config: MemoryConfig, weights=None) -> Retrieval:
     """What-if: re-rank the same candidates under another config, touching nothing stored."""
     w = weights or config.weights
-    rows, picked = rank_candidates(retrieval.candidates, config=config, weights=w, excluded=retrieval.excluded,
-                                   aggregate=retrieval.query.aggregate)
-    return Retrieval(query=retrieval.query, rows=rows, records=retrieval.records, picked=picked,
-                     candidates=retrieval.candidates, weights=w, at=retrieval.at, event_id=None,
+    ranking = rank(retrieval.ranking.cands, config=config, weights=w, excluded=retrieval.excluded,
+                   aggregate=retrieval.query.aggregate)
+    return Retrieval(query=retrieval.query, ranking=ranking, records=retrieval.records, picked=ranking.picked_ids,
+                     weights=w, at=retrieval.at, event_id=None,
                      assistant_replies=retrieval.assistant_replies, excluded=retrieval.excluded)
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from engine.core.config import Weights
 from engine.core.records import Event, MemoryRecord, Message, ScoreRow
 from engine.memory.injection import BuiltPrompt
-from engine.memory.ranking import Candidate
+from engine.memory.ranking import Candidate, Ranking
 from engine.roles.types import ParsedQuery
 
 __all__ = ["GateStatus", "WorkingItem", "Retrieval", "EventOutcome", "PreparedTurn", "TurnResult", "IngestResult"]
@@ -52,18 +53,28 @@ class GateStatus:
 
 @dataclass(frozen=True, kw_only=True)
 class Retrieval:
-    """One retrieval: the parsed query, every candidate's breakdown, and what was picked."""
+    """One retrieval: the parsed query, every candidate's breakdown, and what was picked.
+
+    `rows` (every candidate's ScoreRow, best S first) and `candidates` are built from `ranking`
+    when first read: a turn logs only some rows and reads no Candidate object."""
 
     query: ParsedQuery
-    rows: list[ScoreRow]
+    ranking: Ranking
     records: dict[int, MemoryRecord]
     picked: list[int]
-    candidates: list[Candidate]
     weights: Weights
     at: datetime
     event_id: int | None = None
     assistant_replies: dict[int, str] = field(default_factory=dict)
     excluded: dict[int, str] = field(default_factory=dict)
+
+    @cached_property
+    def rows(self) -> list[ScoreRow]:
+        return self.ranking.rows()
+
+    @cached_property
+    def candidates(self) -> list[Candidate]:
+        return self.ranking.cands.candidates()
 
     def picked_records(self) -> list[MemoryRecord]:
         return [self.records[i] for i in self.picked if i in self.records]

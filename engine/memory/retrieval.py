@@ -21,30 +21,26 @@ and keywords are what BM25 already finds.)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 
 import numpy as np
 
-from engine.core.attributes import stated_attribute
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
-from engine.core.forgetting import tag_union
 from engine.core.records import MemoryRecord, record_text
-from engine.core.text import content_tokens, normalize
-from engine.core.timequery import time_match, time_window
+from engine.core.timequery import time_window
+from engine.memory.candidates import PATHS, Candidate, CandidateSet
+from engine.memory.dimension import DimensionScorer, dimension_score, has_constraint
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
-__all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint"]
+__all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint",
+           "candidate_set", "candidate_inputs", "newest_tagged"]
 
 #: At most this many records are read for a time constraint (newest first): a bounded read.
 DIM_READ_LIMIT = 200
-#: The record field that holds each kind of answer (a question's `answer_dimension`).
-_ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,73 +57,6 @@ class PathResults:
         scores: dict[int, float] = getattr(self, path)
         order = sorted(scores, key=lambda i: (-scores[i], i))
         return {rid: r + 1 for r, rid in enumerate(order)}
-
-
-def dimension_score(query: ParsedQuery, record: MemoryRecord, *, weights: Mapping[str, float]) -> float | None:
-    """Agreement between the query's constraints and the record's dimensions, in [0, 1].
-
-    None when the query has no constraint at all (the path is then inactive).
-    """
-    parts: dict[str, float] = {}
-    if query.target_types:
-        parts["type"] = 1.0 if record.memory_type in query.target_types else 0.0
-    if query.target_tags:
-        parts["tag"] = 1.0 if set(query.target_tags) & set(record.tags) else 0.0
-    if query.target_attributes:
-        stated = _stated_attribute_name(record.content)
-        parts["attribute"] = 1.0 if stated is not None and stated.split(":")[0] in query.target_attributes else 0.0
-    if query.answer_dimension in _ANSWER_FIELDS:  # "where …?" wants a record that states a place
-        parts["answer"] = 1.0 if getattr(record, _ANSWER_FIELDS[query.answer_dimension]) else 0.0
-    if query.time is not None:
-        parts["time"] = float(time_match(query.time, record.time))
-    if query.location:
-        loc = _normalized(query.location)
-        hay = _normalized(f"{record.location or ''} {record.content}")
-        parts["location"] = 1.0 if loc and loc in hay else 0.0
-    q_kw, kw_tokens, multi = _query_terms(tuple(query.keywords))
-    if q_kw:
-        hay_tokens, rec_kw, content = _record_terms(record.content, tuple(record.keywords), record.location or "")
-        parts["keyword_tokens"] = len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0
-        phrases = [k for k in q_kw if " " in k or k in rec_kw]
-        pool = multi or phrases or q_kw
-        parts["keyword_phrase"] = sum(1.0 for k in pool if k in rec_kw or k in content) / len(pool)
-    if not parts:
-        return None
-    total_w = sum(weights.get(k, 0.0) for k in parts)
-    if total_w <= 0:
-        return float(np.mean(list(parts.values())))
-    return float(sum(weights.get(k, 0.0) * v for k, v in parts.items()) / total_w)
-
-
-@lru_cache(maxsize=1024)
-def _query_terms(keywords: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]:
-    """A query's normalised keywords, their token set and its multi-word/Chinese phrases (the same
-    for every record a query is scored against, so computed once per query)."""
-    q_kw = [normalize(k) for k in keywords if k.strip()]
-    kw_tokens: set[str] = set()
-    for k in q_kw:
-        kw_tokens.update(content_tokens(k) or [k])
-    multi = tuple(k for k in q_kw if " " in k or re.search(r"[\u4e00-\u9fff]{2,}", k))
-    return tuple(q_kw), frozenset(kw_tokens), multi
-
-
-@lru_cache(maxsize=1 << 16)
-def _stated_attribute_name(content: str) -> str | None:
-    found = stated_attribute(content)
-    return found.name if found is not None else None
-
-
-@lru_cache(maxsize=1 << 16)
-def _normalized(text: str) -> str:
-    return normalize(text)
-
-
-@lru_cache(maxsize=1 << 16)
-def _record_terms(content: str, keywords: tuple[str, ...], location: str) -> tuple[frozenset[str], frozenset[str], str]:
-    """A record's token set, keyword set and normalised content (cached: the same records are
-    re-scored by every query, and tokenising dominated the dimension path's time)."""
-    hay = frozenset(content_tokens(f"{content} {' '.join(keywords)} {location}"))
-    return hay, frozenset(normalize(k) for k in keywords), normalize(content)
 
 
 def gather(
@@ -178,8 +107,9 @@ def gather(
     if not hist:
         records = {i: r for i, r in records.items() if r.is_current}
     if dim_active:
+        scorer = DimensionScorer(query, config.dim_weights)
         for rid, rec in records.items():
-            s = dimension_score(query, rec, weights=config.dim_weights)
+            s = scorer(rec)
             if s is not None and s > 0:
                 dim[rid] = s
         keep = sorted(dim, key=lambda i: (-dim[i], i))[:k]
@@ -194,9 +124,41 @@ def gather(
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
 
 
-def has_constraint(query: ParsedQuery) -> bool:
-    return bool(query.target_types or query.target_tags or query.target_attributes or query.time or query.location
-                or query.keywords or query.answer_dimension in _ANSWER_FIELDS)
+def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) -> dict[str, list[MemoryRecord]]:
+    """The newest `k` current records carrying each tag (newest first), as one read where one suffices.
+
+    One read takes the newest `k·len(tags)` records carrying any of the tags; a tag with at least
+    `k` records among them has its newest `k` there (the read is a newest-first prefix of the
+    tagged records), and a read that came back short holds every tagged record. A tag still short
+    is read on its own, and next time for this user straight away (a hint: which reads are made,
+    never what they return)."""
+    tags = list(dict.fromkeys(tags))
+    hint_key = (id(store), user_id)
+    alone = [t for t in tags if t in _SHORT_TAGS.get(hint_key, ())]
+    joint = [t for t in tags if t not in alone]
+    out = {t: store.records(user_id, tags_any=[t], limit=k, newest_first=True) for t in alone}
+    if len(joint) == 1:
+        out[joint[0]] = store.records(user_id, tags_any=joint, limit=k, newest_first=True)
+    elif joint:
+        limit = k * len(joint)
+        got = store.records(user_id, tags_any=joint, limit=limit, newest_first=True)
+        short = set()
+        for t in joint:
+            mine = [r for r in got if t in r.tags]
+            if len(mine) >= k or len(got) < limit:
+                out[t] = mine[:k]
+            else:
+                out[t] = store.records(user_id, tags_any=[t], limit=k, newest_first=True)
+                short.add(t)
+        if short:
+            if len(_SHORT_TAGS) >= 4096:
+                _SHORT_TAGS.clear()
+            _SHORT_TAGS[hint_key] = frozenset(short | set(alone))
+    return {t: out[t] for t in tags}
+
+
+#: Tags found short of k in a joint read, by (store, user): read on their own next time.
+_SHORT_TAGS: dict[tuple[int, str], frozenset[str]] = {}
 
 
 def _minmax(scores: Mapping[int, float]) -> dict[int, float]:
@@ -244,36 +206,14 @@ def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str =
     return {i: float(sum(w * normed[p].get(i, 0.0) for p, w in active.items()) / total) for i in ids}
 
 
-def candidate_inputs(
-    results: PathResults,
-    R: Mapping[int, float],
-    *,
-    now: datetime,
-    count_tokens: Callable[[MemoryRecord], int],
-):
+def candidate_set(results: PathResults, R: Mapping[int, float], *, now: datetime,
+                  count_tokens: Callable[[MemoryRecord], int]) -> CandidateSet:
+    """The candidates as arrays (fused relevance and the records' state), for `ranking.rank`."""
+    return CandidateSet.from_records(results.records, R, now=now, count_tokens=count_tokens,
+                                     path_scores={p: getattr(results, p) for p in PATHS})
+
+
+def candidate_inputs(results: PathResults, R: Mapping[int, float], *, now: datetime,
+                     count_tokens: Callable[[MemoryRecord], int]) -> list[Candidate]:
     """Build ranking.Candidate objects from fused relevance and the records' state."""
-    from engine.memory.ranking import Candidate
-
-    ranks = {p: results.ranks(p) for p in ("bm25", "dense", "dim")}
-    out = []
-    for rid in sorted(results.records):
-        rec = results.records[rid]
-        out.append(
-            Candidate(
-                record_id=rid,
-                R=float(R.get(rid, 0.0)),
-                age_seconds=max(0.0, (now - rec.reinforced_at).total_seconds()),
-                u=tag_union(rec.tags),
-                n=rec.strengthen_count,
-                tags=tuple(rec.tags),
-                tokens=count_tokens(rec),
-                ranks={p: ranks[p].get(rid) for p in ranks},
-                path_scores={
-                    p: float(getattr(results, p).get(rid, 0.0)) for p in ("bm25", "dense", "dim")
-                },
-                sources=frozenset(rec.source.message_ids) if rec.source is not None else frozenset(),
-                session=rec.source.session_id if rec.source is not None else None,
-            )
-        )
-    return out
-
+    return candidate_set(results, R, now=now, count_tokens=count_tokens).candidates()

@@ -1,0 +1,154 @@
+"""One retrieval's candidate set as arrays: what the ranking scores, without an object per candidate.
+
+The ranking needs, per candidate, its relevance R, age, tag union u and strengthen count n (as
+arrays: T, F and S are computed for all at once) and, for seating, its tags, token count, source
+messages and session. `CandidateSet` holds exactly that, one entry per candidate in record-id
+order; `Candidate` objects (the what-if and the lab read them) are built only when asked for.
+Token counts are cached by the fields a record's prompt line is rendered from, so a record that
+is a candidate turn after turn is rendered and counted once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+import numpy as np
+
+from engine.core.forgetting import tag_union
+from engine.core.records import MemoryRecord
+from engine.memory.injection import render_record
+
+__all__ = ["Candidate", "CandidateSet", "PATHS", "record_tokens"]
+
+#: The retrieval paths, in the order their ranks and scores are reported.
+PATHS = ("bm25", "dense", "dim")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    """The inputs of one candidate's score, kept so a what-if can re-rank without the store."""
+
+    record_id: int
+    R: float
+    age_seconds: float
+    u: float
+    n: int
+    tags: tuple[str, ...]
+    tokens: int
+    ranks: Mapping[str, int | None] = field(default_factory=dict)
+    path_scores: Mapping[str, float] = field(default_factory=dict)
+    sources: frozenset[int] = frozenset()  # the message ids the record was made from (distinct evidence)
+    session: str | None = None  # the session the record was said in (spread for aggregate questions)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CandidateSet:
+    """Per-candidate inputs of the score, index i for the i-th candidate."""
+
+    ids: list[int]
+    R: np.ndarray
+    age: np.ndarray
+    u: np.ndarray
+    n: np.ndarray
+    tags: list[tuple[str, ...]]
+    tokens: list[int]
+    sources: list[frozenset[int]]
+    sessions: list[str | None]
+    scores_by_path: Mapping[str, Mapping[int, float]]  # each path's raw score by record id (absent: 0)
+    ranks_by_path: Mapping[str, Mapping[int, int]]  # each path's rank by record id (absent: None)
+    given: Sequence[Candidate] | None = None  # the Candidate objects it was made from, if any
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def ranks(self, i: int) -> dict[str, int | None]:
+        if self.given is not None:
+            return dict(self.given[i].ranks)
+        rid = self.ids[i]
+        return {p: self.ranks_by_path[p].get(rid) for p in PATHS}
+
+    def path_scores(self, i: int) -> dict[str, float]:
+        if self.given is not None:
+            return dict(self.given[i].path_scores)
+        rid = self.ids[i]
+        return {p: float(self.scores_by_path[p].get(rid, 0.0)) for p in PATHS}
+
+    def candidate(self, i: int) -> Candidate:
+        if self.given is not None:
+            return self.given[i]
+        return Candidate(record_id=self.ids[i], R=float(self.R[i]), age_seconds=float(self.age[i]),
+                         u=float(self.u[i]), n=int(self.n[i]), tags=self.tags[i], tokens=self.tokens[i],
+                         ranks=self.ranks(i), path_scores=self.path_scores(i), sources=self.sources[i],
+                         session=self.sessions[i])
+
+    def candidates(self) -> list[Candidate]:
+        return list(self.given) if self.given is not None else [self.candidate(i) for i in range(len(self))]
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate]) -> CandidateSet:
+        """The set of given Candidate objects (a what-if, a test)."""
+        cs = list(candidates)
+        return cls(ids=[c.record_id for c in cs], R=_floats(c.R for c in cs), age=_floats(c.age_seconds for c in cs),
+                   u=_floats(c.u for c in cs), n=_floats(c.n for c in cs), tags=[c.tags for c in cs],
+                   tokens=[c.tokens for c in cs], sources=[c.sources for c in cs], sessions=[c.session for c in cs],
+                   scores_by_path={}, ranks_by_path={}, given=cs)
+
+    @classmethod
+    def from_records(cls, records: Mapping[int, MemoryRecord], R: Mapping[int, float], *,
+                     path_scores: Mapping[str, Mapping[int, float]], now: datetime,
+                     count_tokens: Callable[[MemoryRecord], int]) -> CandidateSet:
+        """The candidates of a retrieval: its records (in id order), fused R and each path's raw scores."""
+        ids = sorted(records)
+        recs = [records[i] for i in ids]
+        return cls(
+            ids=ids,
+            R=_floats(float(R.get(i, 0.0)) for i in ids),
+            age=_floats(max(0.0, (now - r.reinforced_at).total_seconds()) for r in recs),
+            u=_floats(_tag_union(tuple(r.tags)) for r in recs),
+            n=_floats(r.strengthen_count for r in recs),
+            tags=[tuple(r.tags) for r in recs],
+            tokens=[count_tokens(r) for r in recs],
+            sources=[frozenset(r.source.message_ids) if r.source is not None else frozenset() for r in recs],
+            sessions=[r.source.session_id if r.source is not None else None for r in recs],
+            scores_by_path={p: path_scores.get(p, {}) for p in PATHS},
+            ranks_by_path={p: _ranks(path_scores.get(p, {})) for p in PATHS},
+        )
+
+
+def _floats(values) -> np.ndarray:
+    return np.fromiter(values, dtype=float)
+
+
+def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
+    order = sorted(scores, key=lambda i: (-scores[i], i))
+    return {rid: r + 1 for r, rid in enumerate(order)}
+
+
+@lru_cache(maxsize=4096)
+def _tag_union(tags: tuple[str, ...]) -> float:
+    return tag_union(tags)
+
+
+def record_tokens(counter, record: MemoryRecord) -> int:
+    """`counter.count(render_record(record))`, cached by what the line is rendered from."""
+    t = record.time
+    key = (record.memory_type, t.text if t is not None else None, record.location, record.theme,
+           record.is_current, record.content)
+    try:
+        got = _TOKENS.get((counter, key))
+    except TypeError:  # an unhashable counter: count every time
+        return counter.count(render_record(record))
+    if got is None:
+        got = counter.count(render_record(record))
+        if len(_TOKENS) >= _TOKENS_MAX:
+            _TOKENS.clear()
+        _TOKENS[(counter, key)] = got
+    return got
+
+
+#: Token counts by (counter, rendered fields); cleared when full (a bounded cache).
+_TOKENS: dict[tuple, int] = {}
+_TOKENS_MAX = 1 << 15
