@@ -208,6 +208,7 @@ class MemoryConfig:
     reinforce_on: str = "use"  # "use": restated or used in the reply, once per session | "injection": the first seed's
     injection_budget: int = 600  # tokens of injected records at most
     candidate_k: int = 50  # per retrieval path
+    source_context: float = 0.0  # share of a record's vector taken from its source messages' text (0: off)
     score_log_rows: int = 24  # scoring rows stored per retrieval: every seated or held-back one + the best N (0: all)
     log_full_turns: int = 200  # log retention: a session's last N turns keep every row; older turns are compacted (0: keep all)
     retrieval_policy: str = "per_turn"  # "per_turn" | "on_event"
@@ -387,6 +388,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "consolidation_k": (lambda v: v > 0, "> 0"),
     "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
 }
 #: Integer knobs and their least value.
