@@ -292,7 +292,7 @@ def run_against_reference(
 ) -> dict[str, Any]:
     """Both sides at every size; `python` = an interpreter that already has the reference (else the
     build/ venv is made or reused). `module`/`pythonpath` let a test put a fake reference in place."""
-    from engine.eval.perf.report import bench_config
+    from engine.eval.perf.retrieval import bench_config
     from engine.eval.runinfo import (
         git_commit,
         machine,

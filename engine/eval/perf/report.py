@@ -21,17 +21,11 @@ from typing import Any
 from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import DIM, STORE_FACTORIES
-from engine.eval.perf.retrieval import measure_size, scripted_turn_fn
+from engine.eval.perf.retrieval import bench_config, measure_size, scripted_turn_fn
 from engine.eval.perf.session import DEFAULT_MARKS, run_session, summarize_session
 from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
 
 __all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"]
-
-
-def bench_config(k: int | None = None, overrides: dict[str, Any] | None = None) -> MemoryConfig:
-    """The engine config measured: the default preset with `overrides` (`--set`), `candidate_k = k` when given."""
-    cfg = MemoryConfig.from_preset(**dict(overrides or {}))
-    return cfg.with_overrides(candidate_k=int(k)) if k is not None else cfg
 
 
 def _config_meta(cfg: MemoryConfig, *, sizes, stores, dim, repeats, other_users, seed, at) -> dict[str, Any]:

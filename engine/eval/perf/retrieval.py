@@ -27,7 +27,7 @@ from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings
 
-__all__ = ["BATCH", "USER", "SESSION", "measure_size", "percentile_ms"]
+__all__ = ["BATCH", "USER", "SESSION", "bench_config", "measure_size", "percentile_ms"]
 
 BATCH = 500
 USER = "bench-user"
@@ -187,3 +187,9 @@ def scripted_turn_fn() -> Callable[[Any, str, str], Any]:
         return result
 
     return turn
+
+
+def bench_config(k: int | None = None, overrides: dict[str, Any] | None = None) -> MemoryConfig:
+    """The engine config measured: the default preset with `overrides` (`--set`), `candidate_k = k` when given."""
+    cfg = MemoryConfig.from_preset(**dict(overrides or {}))
+    return cfg.with_overrides(candidate_k=int(k)) if k is not None else cfg
