@@ -122,6 +122,14 @@ def sidebar_status(lab: LabSession) -> None:
         st.markdown(f"**{lab.user_id}** · **{lab.session_id}** · {lab.engine.config.preset}")
 
 
+def user_picker(lab: LabSession, store, *, key: str) -> str:
+    """A select box of the store's users, the lab's own user first when it has no rows yet."""
+    users = store.users()
+    if lab.user_id not in users:
+        users = [lab.user_id, *users]
+    return st.selectbox("User", users, index=users.index(lab.user_id), key=key)
+
+
 def header(lab: LabSession, title: str, what: str) -> None:
     """Title, the always-visible status line (models, virtual now, user), the page's explanation,
     and any one-shot notice (e.g. after an import)."""

@@ -33,10 +33,7 @@ ui.header(
     "with what each induction changed."
 )
 
-users = store.users()
-if lab.user_id not in users:
-    users = [lab.user_id, *users]
-user_id = st.selectbox("User", users, index=users.index(lab.user_id), key="mem_user")
+user_id = ui.user_picker(lab, store, key="mem_user")
 
 records = store.records(user_id, include_invalid=True)
 if not records:

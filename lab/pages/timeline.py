@@ -29,10 +29,7 @@ ui.header(
     "to see how the records ranked by T at an earlier moment. Computed with the live config's τ and c."
 )
 
-users = store.users()
-if lab.user_id not in users:
-    users = [lab.user_id, *users]
-user_id = st.selectbox("User", users, index=users.index(lab.user_id), key="tl_user")
+user_id = ui.user_picker(lab, store, key="tl_user")
 
 records = store.records(user_id, include_invalid=True)
 if not records:

@@ -142,37 +142,34 @@ def _said_at_and_sources(conn: Any, ctx: dict[str, Any]) -> None:
 _REBUILD_BATCH = 2000
 
 
+def _batches(conn: Any, sql: str):
+    """The rows of `sql` (which takes the last id seen and a batch size, ordered by id, the id
+    first in each row), one batch of at most `_REBUILD_BATCH` at a time."""
+    last = 0
+    while rows := conn.execute(sql, (last, _REBUILD_BATCH)).fetchall():
+        yield rows
+        last = rows[-1][0]
+
+
 def _rebuild_fts(conn: Any) -> None:
     """Every record's keyed body into the new contentless index (current and superseded alike)."""
     from engine.stores.sqlite.rows import body_text
 
-    last = 0
-    while True:
-        rows = conn.execute(
-            "SELECT id, user_id, content, keywords, location, reason, purpose FROM records WHERE id > ? "
-            "ORDER BY id LIMIT ?", (last, _REBUILD_BATCH)).fetchall()
-        if not rows:
-            return
+    for rows in _batches(conn, "SELECT id, user_id, content, keywords, location, reason, purpose FROM records "
+                               "WHERE id > ? ORDER BY id LIMIT ?"):
         conn.executemany("INSERT INTO records_fts(rowid, body) VALUES (?, ?)",
                          [(r[0], body_text(r[1], r[2], json.loads(r[3]), r[4], r[5], r[6])) for r in rows])
-        last = rows[-1][0]
 
 
 def _rebuild_vec(conn: Any, dim: int) -> None:
     """Every record's sign bits from its float vector, under its user and validity."""
-    last = 0
-    while True:
-        rows = conn.execute(
-            "SELECT r.id, r.user_id, r.valid, v.embedding FROM records r JOIN record_vectors v ON v.id = r.id "
-            "WHERE r.id > ? ORDER BY r.id LIMIT ?", (last, _REBUILD_BATCH)).fetchall()
-        if not rows:
-            return
+    for rows in _batches(conn, "SELECT r.id, r.user_id, r.valid, v.embedding FROM records r "
+                               "JOIN record_vectors v ON v.id = r.id WHERE r.id > ? ORDER BY r.id LIMIT ?"):
         mat = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), dim)
         bits = np.packbits(mat > 0, axis=1, bitorder="little")
         conn.executemany(
             "INSERT INTO records_vec(rowid, user_id, valid, embedding_bits) VALUES (?, ?, ?, vec_bit(?))",
             [(r[0], r[1], r[2], b.tobytes()) for r, b in zip(rows, bits, strict=True)])
-        last = rows[-1][0]
 
 
 def _keyed_fts_bits_only_vec(conn: Any, ctx: dict[str, Any]) -> None:
