@@ -224,6 +224,14 @@ class LLMProfileInducer(LLMRole[InductionInput, InductionOutput]):
     role = "inducer"
     output_model = InductionOutput
     instructions = _INDUCE
+    #: What a profile value needs of a record; keywords and theme are retrieval's, and every record
+    #: the engine sends is lasting.
+    _RECORD_KEYS = ("content", "memory_type", "tags", "time", "location", "reason", "purpose")
+
+    def _payload(self, inp: InductionInput) -> dict[str, Any]:
+        return {"profile": inp.profile,
+                "records": [r.model_dump(mode="json", include=set(self._RECORD_KEYS), exclude_none=True)
+                            for r in inp.records]}
 
     def induct(self, inp: InductionInput) -> InductionOutput:
         return self.run(inp).output
