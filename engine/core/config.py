@@ -184,6 +184,7 @@ class MemoryConfig:
     c: float = 0.5
     slice_value: float = 0.7
     long_term_value: float = 0.9
+    induct_min_records: int = 1  # the inducer waits until this many mature, lasting, current records are past its cursor
     decay_enabled: bool = True
     consolidation_k: float = 0.5
     # -- trigger: when working memory is "full enough" for an event --
@@ -303,7 +304,7 @@ class MemoryConfig:
                 if name in values:
                     values[name] = FrozenMap({str(k): float(v) for k, v in dict(values[name]).items()})
             for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
-                         "keep_recent", "safety_seats", "score_log_rows"):
+                         "keep_recent", "safety_seats", "score_log_rows", "induct_min_records"):
                 if name in values and isinstance(values[name], float) and values[name].is_integer():
                     values[name] = int(values[name])
         except ConfigError as exc:
@@ -391,7 +392,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
                                     "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0,
-                                    "score_log_rows": 0}
+                                    "score_log_rows": 0, "induct_min_records": 1}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 
