@@ -236,6 +236,31 @@ def test_profile_induction_is_incremental_with_history():
     assert any("Li Mingxuan" in v for vals in prof.fields.values() for v in vals)
 
 
+def test_batched_induction_waits_for_enough_records_or_the_longest_wait():
+    """`induct_min_records`: one inducer call per batch, the waiting logged; a record older than
+    `induct_max_wait` is inducted whatever the batch size, and the cursor never skips a record."""
+    engine, clock = make(tau_m=1, slice_value=0.01, long_term_value=0.02, trigger_threshold=2,
+                         induct_min_records=50, induct_max_wait=3600)
+    calls = []
+    inducer = engine.models.inducer
+
+    class Counting:
+        def induct(self, inp):
+            calls.append([r.id for r in inp.records])
+            return inducer.induct(inp)
+
+    engine.models.inducer = Counting()
+    chat(engine, clock, FACTS, step=120)
+    waits = [e.payload for e in kinds(engine, "induct") if e.payload.get("deferred")]
+    assert waits and not calls and not engine.store.profile_history("alice")
+    assert all(w["eligible"] < w["min_records"] == 50 for w in waits)
+    clock.advance("2h")
+    engine.turn("alice", "s2", "Hello again.")
+    assert len(calls) == 1 and calls[0] == sorted(calls[0])  # one call for every waiting record, in id order
+    hist = engine.store.profile_history("alice")
+    assert len(hist) == 1 and any("Li Mingxuan" in v for vals in engine.profile("alice").fields.values() for v in vals)
+
+
 def test_users_never_see_each_other():
     engine, clock = make(tau_m=1, slice_value=0.01, trigger_threshold=2)
     chat(engine, clock, ["My locker code is 4471.", "My favourite tea is genmaicha."], user="hana", step=60)

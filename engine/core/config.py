@@ -185,6 +185,7 @@ class MemoryConfig:
     slice_value: float = 0.7
     long_term_value: float = 0.9
     induct_min_records: int = 1  # the inducer waits until this many mature, lasting, current records are past its cursor
+    induct_max_wait: float = 86400.0  # ... or until the oldest of them was said this many seconds ago
     decay_enabled: bool = True
     consolidation_k: float = 0.5
     # -- trigger: when working memory is "full enough" for an event --
@@ -388,6 +389,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),
 }
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,

@@ -3,7 +3,7 @@
 Induction reads the records past the per-user induction cursor, in id order, in bounded batches;
 it stops at the first record not yet mature enough (`long_term_value`), so the cursor never skips
 one, and waits (a logged "deferred" induct) while fewer than `induct_min_records` of them are
-lasting and current. A record that supersedes one the profile already holds corrects the profile in the same
+lasting and current and the oldest of those was said less than `induct_max_wait` ago. A record that supersedes one the profile already holds corrects the profile in the same
 event, without waiting for the gate (the cursor does not move for that).
 """
 
@@ -37,11 +37,14 @@ def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int) 
         if maturity(age, tau_m=cfg.tau_m, c_m=cfg.c_m) < cfg.long_term_value:
             break  # in id order: stop at the first immature record, the cursor never skips it
         batch.append(r)
-    eligible = sum(1 for r in batch if r.is_current and r.lasting)
-    if 0 < eligible < cfg.induct_min_records and len(batch) < MAX_INDUCTION_BATCH:
+    eligible = [r for r in batch if r.is_current and r.lasting]
+    waited = max(((now - (r.said_at or r.valid_from or r.created_at)).total_seconds() for r in eligible), default=0.0)
+    if 0 < len(eligible) < cfg.induct_min_records and len(batch) < MAX_INDUCTION_BATCH \
+            and waited < cfg.induct_max_wait:
         # batched induction: one inducer call per `induct_min_records` records, not one per event
         ctx.log(user_id, session_id, "induct", {"waiting_ids": [r.id for r in batch], "deferred": True,
-                                               "eligible": eligible, "min_records": cfg.induct_min_records},
+                                               "eligible": len(eligible), "min_records": cfg.induct_min_records,
+                                               "waited_seconds": round(waited, 3)},
                 event_no=event_no)
         return
     if batch:
