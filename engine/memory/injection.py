@@ -1,11 +1,12 @@
-"""Build the prompt the chat model sees: core → profile → records → (current date) → window.
+"""Build the prompt the chat model sees: core → (current date) → profile → records → window.
 
 Stored memories are data, never instructions. Each record becomes exactly one line inside a
 fenced data block; characters that could imitate the fence or a role marker are neutralised
 (angle brackets become look-alike guillemets, newlines collapse, a leading role marker is
 quoted), so a stored "ignore previous instructions" or a fake `</memory-records>` stays a line
-of data. The order is stable (core, then profile, then records by id) so the static prefix is
-byte-identical across turns and the provider's prompt cache hits.
+of data. The order runs from what changes least to what changes most (core and the data note, the
+date, the profile, then records by id), so the prefix is byte-identical across turns and the
+provider's prompt cache hits on it.
 """
 
 from __future__ import annotations
@@ -126,6 +127,11 @@ def build_prompt(
         note = DATA_NOTE
         parts[0] = PromptPart(name="core", text=f"{core}\n\n{note}", tokens=counter.count(f"{core}\n\n{note}"),
                               cacheable=True)
+    if now is not None:
+        # the date, not the time: records carry absolute dates, and "last weekend" needs today's.
+        # It changes once a day, so it sits in the stable prefix, before the memory that changes per turn
+        text = f"Current date: {now:%Y-%m-%d} ({now:%A})"
+        parts.append(PromptPart(name="clock", text=text, tokens=counter.count(text), cacheable=True))
     if profile_text:
         text = f"{PROFILE_OPEN}\n{profile_text}\n{PROFILE_CLOSE}"
         parts.append(PromptPart(name="profile", text=text, tokens=counter.count(text), cacheable=True))
@@ -135,10 +141,6 @@ def build_prompt(
         body = "\n".join(render_record(r, assistant_reply=replies.get(r.id)) for r in ordered)
         text = f"{RECORDS_OPEN}\n{body}\n{RECORDS_CLOSE}"
         parts.append(PromptPart(name="records", text=text, tokens=counter.count(text), cacheable=False))
-    if now is not None:
-        # the date, not the time: records carry absolute dates, and "last weekend" needs today's
-        text = f"Current date: {now:%Y-%m-%d} ({now:%A})"
-        parts.append(PromptPart(name="clock", text=text, tokens=counter.count(text), cacheable=False))
     system = "\n\n".join(p.text for p in parts)
     payload = sum(p.tokens for p in parts if p.name in ("profile", "records"))
     bare = BuiltPrompt(parts=tuple(parts), system=system, messages=({"role": "system", "content": system},),
