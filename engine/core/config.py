@@ -184,8 +184,8 @@ class MemoryConfig:
     c: float = 0.5
     slice_value: float = 0.7
     long_term_value: float = 0.9
-    induct_min_records: int = 1  # the inducer waits until this many mature, lasting, current records are past its cursor
-    induct_max_wait: float = 86400.0  # ... or until the oldest of them was said this many seconds ago
+    induct_min_records: int = 3  # the inducer waits until this many mature, lasting, current records are past its cursor
+    induct_max_wait: float = 604800.0  # ... or until the oldest of them was said this many seconds ago
     decay_enabled: bool = True
     consolidation_k: float = 0.5
     # -- trigger: when working memory is "full enough" for an event --
