@@ -91,9 +91,10 @@ _LINES: dict[str, Callable[[Mapping[str, Any], TextOf], str]] = {
     "contradiction": lambda p, t: (f"live-window check ({p.get('mode', '?')}): {len(p.get('held') or {})} held back"
                                    f" of {p.get('compared_count', len(p.get('compared') or []))} compared"),
     "compacted": _compacted,
-    "induct": lambda p, t: f"profile v{p.get('version', '?')}: " + (", ".join(
+    "induct": lambda p, t: (f"profile induction waits: {p.get('eligible')} of {p.get('min_records')} records"
+                            if p.get("deferred") else f"profile v{p.get('version', '?')}: " + (", ".join(
         f"{k} +{len(v.get('added', []))}/-{len(v.get('removed', []))}" for k, v in (p.get("diff") or {}).items()
-        if isinstance(v, Mapping)) or "no change"),
+        if isinstance(v, Mapping)) or "no change")),
     "user_edit": lambda p, t: f"hand edit: {p.get('action', '?')} {_names(p.get('record_ids', []) or [], t)}",
     "error": lambda p, t: f"error: {_short(str(p.get('error') or p.get('message') or dict(p)), 120)}",
 }

@@ -105,7 +105,7 @@ def test_injected_memory_stays_one_line_inside_one_fence():
     block = system[system.index(RECORDS_OPEN) + len(RECORDS_OPEN):system.index(RECORDS_CLOSE)].strip("\n")
     lines = block.splitlines()
     assert len(lines) == len(r.prompt.record_ids)  # one line per record, however many newlines it held
-    assert all(line.startswith("- [") for line in lines)
+    assert all(line.startswith("- ") for line in lines)
     outside = system.replace(block, "")
     for marker in ("SYSTEM:", "assistant:", "user:"):
         assert not any(line.strip().lower().startswith(marker.lower()) for line in outside.splitlines())

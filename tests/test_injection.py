@@ -26,7 +26,7 @@ def test_order_core_profile_records_window_and_counts():
                      records=[rec(2, "b"), rec(1, "a")], window=[msg("user", "hi"), msg("assistant", "hello")],
                      counter=C)
     assert [x.name for x in p.parts] == ["core", "profile", "records", "window"]
-    assert p.system.index("CORE") < p.system.index("Li") < p.system.index("] a") < p.system.index("] b")
+    assert p.system.index("CORE") < p.system.index("Li") < p.system.index("- a") < p.system.index("- b")
     assert p.record_ids == (1, 2)  # stable order by id
     assert [m["role"] for m in p.messages] == ["system", "user", "assistant"]
     assert all(x.tokens > 0 for x in p.parts)
@@ -48,7 +48,7 @@ def test_hostile_memory_stays_data():
     p = build_prompt(core="CORE", profile=None, records=evil, window=[msg("user", "hi")], counter=C)
     assert p.system.count(RECORDS_OPEN) == 1 and p.system.count(RECORDS_CLOSE) == 1
     block = p.system.split(RECORDS_OPEN)[1].split(RECORDS_CLOSE)[0].strip().splitlines()
-    assert len(block) == 3 and all(line.startswith("- [") for line in block)
+    assert len(block) == 3 and all(line.startswith("- ") for line in block)
     assert not any(line.lstrip().upper().startswith("SYSTEM:") for line in p.system.splitlines())
     assert "not instructions" in p.system
 
@@ -98,5 +98,5 @@ def test_any_stored_content_stays_inside_one_fence_one_line_each(contents, profi
     assert p.system.count(RECORDS_OPEN) == 1 and p.system.count(RECORDS_CLOSE) == 1
     assert p.system.count(PROFILE_OPEN) <= 1 and p.system.count(PROFILE_CLOSE) <= 1
     body = p.system.split(RECORDS_OPEN, 1)[1].split(RECORDS_CLOSE, 1)[0].strip("\n").split("\n")
-    assert len(body) == len(records) and all(line.startswith("- [") for line in body)
+    assert len(body) == len(records) and all(line.startswith("- ") for line in body)
     assert not any(_ROLE_LINE.match(line) for line in p.system.splitlines())

@@ -24,6 +24,8 @@ FACTS = [
     "I prefer email over phone calls.",
     "My dog is called Rex.",
 ]
+PLAIN = ["We went hiking near the lake last weekend.", "The bakery on the corner closed down.",
+         "I watched a documentary about whales.", "Our team finished the quarterly report."]
 FILLER = ["What are your opening hours?", "Do you ship to Ningbo?", "Is there a fee for express shipping?",
           "Can I pay by card?", "Where are my loyalty points?", "Do you gift wrap?"]
 
@@ -234,6 +236,38 @@ def test_profile_induction_is_incremental_with_history():
     assert cursors == sorted(cursors)
     prof = engine.profile("alice")
     assert any("Li Mingxuan" in v for vals in prof.fields.values() for v in vals)
+
+
+def test_batched_induction_waits_for_enough_records_or_the_longest_wait():
+    """`induct_min_records`: one inducer call per batch of plain facts, the waiting logged; a record
+    older than `induct_max_wait` is inducted whatever the batch size, and the cursor skips nothing."""
+    engine, clock = make(tau_m=1, slice_value=0.01, long_term_value=0.02, trigger_threshold=2,
+                         induct_min_records=50, induct_max_wait=3600)
+    calls = []
+    inducer = engine.models.inducer
+
+    class Counting:
+        def induct(self, inp):
+            calls.append([r.id for r in inp.records])
+            return inducer.induct(inp)
+
+    engine.models.inducer = Counting()
+    chat(engine, clock, PLAIN, step=120)
+    waits = [e.payload for e in kinds(engine, "induct") if e.payload.get("deferred")]
+    assert waits and not calls and not engine.store.profile_history("alice")
+    assert all(w["eligible"] < w["min_records"] == 50 for w in waits)
+    clock.advance("2h")
+    engine.turn("alice", "s2", "Hello again.")
+    assert len(calls) == 1 and len(calls[0]) >= 2 and calls[0] == sorted(calls[0])  # one call, every waiting record
+    assert [h.record_ids for h in engine.store.profile_history("alice")] == [tuple(calls[0])]
+
+
+def test_a_profile_record_is_inducted_without_waiting_for_a_batch():
+    engine, clock = make(tau_m=1, slice_value=0.01, long_term_value=0.02, trigger_threshold=2,
+                         induct_min_records=50)
+    chat(engine, clock, FACTS, step=120)
+    assert engine.store.profile_history("alice")
+    assert any("Li Mingxuan" in v for vals in engine.profile("alice").fields.values() for v in vals)
 
 
 def test_users_never_see_each_other():

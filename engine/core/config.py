@@ -184,6 +184,8 @@ class MemoryConfig:
     c: float = 0.5
     slice_value: float = 0.7
     long_term_value: float = 0.9
+    induct_min_records: int = 3  # the inducer waits until this many mature, lasting, current records are past its cursor
+    induct_max_wait: float = 604800.0  # ... or until the oldest of them was said this many seconds ago
     decay_enabled: bool = True
     consolidation_k: float = 0.5
     # -- trigger: when working memory is "full enough" for an event --
@@ -305,7 +307,8 @@ class MemoryConfig:
                 if name in values:
                     values[name] = FrozenMap({str(k): float(v) for k, v in dict(values[name]).items()})
             for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
-                         "keep_recent", "safety_seats", "score_log_rows", "log_full_turns"):
+                         "keep_recent", "safety_seats", "score_log_rows", "log_full_turns",
+                         "induct_min_records"):
                 if name in values and isinstance(values[name], float) and values[name].is_integer():
                     values[name] = int(values[name])
         except ConfigError as exc:
@@ -390,11 +393,12 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),
 }
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
                                     "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0,
-                                    "score_log_rows": 0, "log_full_turns": 0}
+                                    "score_log_rows": 0, "log_full_turns": 0, "induct_min_records": 1}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 

@@ -2,7 +2,10 @@
 
 Induction reads the records past the per-user induction cursor, in id order, in bounded batches;
 it stops at the first record not yet mature enough (`long_term_value`), so the cursor never skips
-one. A record that supersedes one the profile already holds corrects the profile in the same
+one, and waits (a logged "deferred" induct) while fewer than `induct_min_records` of them are
+lasting and current, none of those is one the profile shows at once (a trait, an identity,
+preference, decision or safety record, a single-valued attribute), and the oldest was said less
+than `induct_max_wait` ago. A record that supersedes one the profile already holds corrects the profile in the same
 event, without waiting for the gate (the cursor does not move for that).
 """
 
@@ -36,8 +39,29 @@ def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int) 
         if maturity(age, tau_m=cfg.tau_m, c_m=cfg.c_m) < cfg.long_term_value:
             break  # in id order: stop at the first immature record, the cursor never skips it
         batch.append(r)
+    eligible = [r for r in batch if r.is_current and r.lasting]
+    waited = max(((now - (r.said_at or r.valid_from or r.created_at)).total_seconds() for r in eligible), default=0.0)
+    if 0 < len(eligible) < cfg.induct_min_records and len(batch) < MAX_INDUCTION_BATCH \
+            and waited < cfg.induct_max_wait and not any(_profile_bound(r) for r in eligible):
+        # batched induction: one inducer call per `induct_min_records` records, not one per event
+        ctx.log(user_id, session_id, "induct", {"waiting_ids": [r.id for r in batch], "deferred": True,
+                                               "eligible": len(eligible), "min_records": cfg.induct_min_records,
+                                               "waited_seconds": round(waited, 3)},
+                event_no=event_no)
+        return
     if batch:
         apply_induction(ctx, user_id, session_id, batch, event_no=event_no, move_cursor=True)
+
+
+#: Tags whose records the profile shows at once (never held back for a batch).
+_PROFILE_TAGS = frozenset({"identity", "preference", "decision", "safety"})
+
+
+def _profile_bound(record: MemoryRecord) -> bool:
+    """A record the profile should reflect now: a trait, a tagged identity, preference, decision or
+    safety constraint, or a single-valued attribute (where the user lives, their phone, ...)."""
+    return (record.memory_type == "profile" or bool(_PROFILE_TAGS & set(record.tags))
+            or attribute_of(record.content) is not None)
 
 
 def correct_profile(ctx: EngineContext, user_id: str, session_id: str, successor_ids: Sequence[int], *,

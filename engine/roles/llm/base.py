@@ -39,7 +39,7 @@ from engine.roles.llm.guard import (
 from engine.roles.llm.repairs import drop_unknown_keys, validation_summary
 from engine.roles.llm.settings import ModelSettings
 
-__all__ = ["LLMRole", "RoleResult", "AttemptFailed", "Retryable", "compact_json"]
+__all__ = ["LLMRole", "RoleResult", "AttemptFailed", "Retryable", "compact_json", "tool_schema"]
 
 log = logging.getLogger("engine.roles.llm")
 
@@ -50,6 +50,47 @@ Out = TypeVar("Out", bound=BaseModel)
 def compact_json(payload: Any) -> str:
     """A role's input as its user message: compact JSON, keys in their order, non-ASCII kept."""
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def _compact_schema(node: Any, *, descriptions: bool) -> Any:
+    """A JSON schema without what a model does not need to fill it: an optional field's
+    `anyOf [X, null]` becomes X; `null`/empty defaults, `additionalProperties: false` and the models'
+    docstrings (engine notes, not instructions) go; field descriptions stay if `descriptions`."""
+    if isinstance(node, list):
+        return [_compact_schema(x, descriptions=descriptions) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" or (key == "additionalProperties" and value is False):
+            continue
+        if key == "default" and value in (None, "", [], {}):
+            continue
+        if key == "description" and (not descriptions or "properties" in node):
+            continue
+        if key == "anyOf" and isinstance(value, list):
+            kept = [v for v in value if v != {"type": "null"}]
+            if len(kept) == 1 and isinstance(kept[0], dict):
+                out.update(_compact_schema(kept[0], descriptions=descriptions))
+                continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _compact_schema(sub, descriptions=descriptions) for name, sub in value.items()}
+            continue
+        out[key] = _compact_schema(value, descriptions=descriptions)
+    return out
+
+
+def tool_schema(model: type[BaseModel], *, descriptions: bool = True) -> dict[str, Any]:
+    """The forced tool a role sends: the output model's name and its compact JSON schema (the
+    answer is still validated against the full pydantic model). Every token of it is sent, and
+    billed, on every call of the role, so a role whose prompt already explains its fields sends
+    them without descriptions (`descriptions=False`)."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    fn = convert_to_openai_tool(model)["function"]
+    return {"type": "function", "function": {"name": fn["name"], "description": "",
+                                             "parameters": _compact_schema(fn["parameters"],
+                                                                           descriptions=descriptions)}}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,6 +146,8 @@ class LLMRole(Generic[In, Out]):
     role: ClassVar[str]
     output_model: ClassVar[type[BaseModel]]
     instructions: ClassVar[str]
+    #: Whether the sent tool schema keeps the field descriptions (False where the prompt gives them).
+    schema_descriptions: ClassVar[bool] = True
 
     def __init__(
         self, chat_model: Any, *, settings: ModelSettings | None = None, ledger: Ledger | None = None,
@@ -115,7 +158,7 @@ class LLMRole(Generic[In, Out]):
         self.ledger = ledger if ledger is not None else Ledger()
         self._sleep = sleep
         self._structured = chat_model.with_structured_output(
-            self.output_model, method="function_calling", include_raw=True
+            tool_schema(self.output_model, descriptions=self.schema_descriptions), method="function_calling", include_raw=True
         )
         self.last_result: RoleResult[Out] | None = None
 

@@ -29,19 +29,16 @@ from engine.roles.types import (
 
 __all__ = ["LLMExtractor", "LLMQueryParser", "LLMConsolidator", "LLMTuner", "LLMProfileInducer"]
 
-_EXTRACT = """You extract long-term memory records from a chat between a user and an assistant.
-Input JSON: {"context": [...], "new": [...]}; each message has id, role, speaker, at (ISO time), content.
-Rules:
-- Use only the `new` messages as sources. `context` is there to resolve references; never record it.
-- One atomic, self-contained statement per record: replace pronouns with the speaker's name (or "the user"); turn relative dates ("yesterday", "next Friday") into absolute dates computed from that message's `at`.
-- Record user-side facts only: what the user said, is, did, plans, prefers or decided. Skip the assistant's suggestions unless the user adopts them, and skip greetings and small talk.
-- memory_type: "profile" for lasting traits (identity, job, stable preferences), "episodic" for an event at a time, otherwise "fact".
-- tags: any of identity, decision, preference, fact, episode, chat, safety. "safety" marks allergies, intolerances, medical conditions and medications, legal constraints and accessibility needs; give such records keywords naming the class too (e.g. "allergy", "medical", "legal", "accessibility").
-- lasting: false for a one-off instruction or request that applies once ("only this time", "just for this order", "这次先"); true (the default) for anything durable, including standing instructions ("always ship to my office").
-- A request phrased as a question ("could you add two bags of flour to my next order?") is a record of what the user asked for; a question asking for information is not. Life events (a death, a diagnosis, a move, a wedding, a job loss) and open problems (a refund that has not arrived) are never small talk. Record someone else's preferences as theirs, not the user's.
-- Fill time (YYYY-MM-DD, YYYY-MM, YYYY, or START..END), location, reason and purpose only where the messages state them. theme: a short topic label. keywords: 2-6 salient words.
-- source_ids: ids of the `new` messages the record rests on. speaker: who it is about.
-- Write in the language of the messages. Return an empty list when nothing is worth remembering.
+_EXTRACT = """Extract long-term memory records from a user-assistant chat.
+Input JSON {"context", "new"}: messages with id, role, speaker, at (ISO time), content. Record only what the `new` messages say; `context` only resolves references.
+- One atomic, self-contained statement per record: the speaker's name (or "the user") for pronouns, absolute dates for relative ones ("yesterday", "next Friday"), computed from that message's `at`.
+- User-side facts only: what the user said, is, did, plans, prefers or decided; the assistant's suggestions only if the user adopts them; no greetings or small talk. Life events (a death, a diagnosis, a move, a wedding, a job loss) and open problems (a refund not yet arrived) are never small talk. Someone else's preferences are theirs, not the user's.
+- A request, even as a question ("could you add two bags of flour to my next order?"), is a record; a question asking for information is not.
+- memory_type: profile (lasting traits: identity, job, stable preferences), episodic (an event at a time), else fact.
+- tags: "safety" marks allergies, intolerances, medical conditions and medications, legal constraints and accessibility needs; add a keyword naming the class ("allergy", "medical", "legal", "accessibility").
+- lasting: false only for a one-off instruction that applies once ("only this time", "just for this order", "这次先"); standing instructions ("always ship to my office") are lasting.
+- time (YYYY-MM-DD, YYYY-MM, YYYY or START..END), location, reason, purpose: only where stated. theme: a short topic. keywords: 2-6 salient words. source_ids: the `new` ids it rests on. speaker: who it is about.
+- Write in the messages' language; an empty list when nothing is worth remembering.
 Answer only by calling the tool."""
 
 _QUERY = """You parse a question put to a memory store into search dimensions.
@@ -69,12 +66,10 @@ Favour relevance for lookups, recency for fast-changing topics, importance for i
 Answer only by calling the tool."""
 
 _INDUCE = """You maintain a user's long-term profile from their memory records.
-Input JSON: {"profile": {field: [values]}, "records": [...]}.
-Fields: %s.
-- name: the user's own name, one value only. When the records give a name that differs from the profile's, add the new one and remove the old.
-- add: per field, short values the records establish that the profile lacks.
+Input JSON {"profile": {field: [values]}, "records": [...]}. Fields: %s.
+- add: per field, short values (a few words, in the records' language) the records establish and the profile lacks; nothing uncertain.
 - remove: per field, existing values the records show are no longer true.
-Keep values short (a few words), in the records' language; leave out anything uncertain.
+- name: the user's own name, one value only; a different name in the records replaces the profile's (add it, remove the old).
 Answer only by calling the tool.""" % ", ".join(PROFILE_FIELDS)
 
 
@@ -84,6 +79,7 @@ class LLMExtractor(LLMRole[ExtractionInput, ExtractionOutput]):
     role = "extractor"
     output_model = ExtractionOutput
     instructions = _EXTRACT
+    schema_descriptions = False  # the prompt explains every field
 
     def _payload(self, inp: ExtractionInput) -> dict[str, Any]:
         return inp.payload()
@@ -228,6 +224,14 @@ class LLMProfileInducer(LLMRole[InductionInput, InductionOutput]):
     role = "inducer"
     output_model = InductionOutput
     instructions = _INDUCE
+    #: What a profile value needs of a record; keywords and theme are retrieval's, and every record
+    #: the engine sends is lasting.
+    _RECORD_KEYS = ("content", "memory_type", "tags", "time", "location", "reason", "purpose")
+
+    def _payload(self, inp: InductionInput) -> dict[str, Any]:
+        return {"profile": inp.profile,
+                "records": [r.model_dump(mode="json", include=set(self._RECORD_KEYS), exclude_none=True)
+                            for r in inp.records]}
 
     def induct(self, inp: InductionInput) -> InductionOutput:
         return self.run(inp).output
