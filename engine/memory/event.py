@@ -17,7 +17,7 @@ import numpy as np
 from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
 from engine.memory.extraction import Window, call_extractor, profile_name, to_records, windows
-from engine.memory.gate import mature_prefix
+from engine.memory.gate import cue_events, mature_prefix
 from engine.memory.profile import correct_profile, induct
 from engine.memory.results import EventOutcome
 from engine.memory.retrieval import record_text
@@ -42,7 +42,8 @@ def run_event(ctx: EngineContext, user_id: str, session_id: str, *, event_no: in
     cursor = store.get_cursor(user_id, session_id, "extract")
     pending = store.messages(user_id, session_id=session_id, after_id=cursor, upto_id=upto_id)
     if mature_only:
-        pending = mature_prefix(pending, now, cfg.slice_gate_seconds)
+        pending = mature_prefix(pending, now, cfg.slice_gate_seconds,
+                                cue=cue_events(cfg) and store.count_records(user_id, include_invalid=False) > 0)
     if not pending:
         ctx.log(user_id, log_session, "extract", {"session": session_id, "messages": 0, "records": 0},
                 event_no=event_no)
