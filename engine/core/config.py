@@ -184,9 +184,9 @@ class MemoryConfig:
     c: float = 0.5
     slice_value: float = 0.7
     long_term_value: float = 0.9
-    induct_min_records: int = 6  # the inducer waits until this many mature, lasting, current records are past its cursor
+    induct_min_records: int = 3  # the inducer waits until this many mature, lasting, current records are past its cursor
     induct_max_wait: float = 604800.0  # ... or until the oldest of them was said this many seconds ago
-    induct_at_once: bool = False  # records the profile shows at once (identity, preference, ...) never wait for a batch
+    induct_at_once: bool = True  # records the profile shows at once (identity, preference, ...) never wait for a batch
     decay_enabled: bool = True
     consolidation_k: float = 0.5
     # -- trigger: when working memory is "full enough" for an event --
