@@ -197,6 +197,7 @@ class MemoryConfig:
     overflow_extract: bool = True  # no blind spot: extract pending messages before the budgeted window drops them
     overflow_keep: float = 0.1  # a window overflow extracts pending messages until the rest fit this share of the budget
     idle_event: bool = True  # an idle gap past the slice gate opens the gate without the trigger
+    skip_contentless: bool = True  # a window whose user messages are only questions and acknowledgements: no extractor call
     cue_event: bool = True  # a pending user message with a change cue opens the gate: extracted on its turn, not read twice
     # -- weights (defaults; tuned per theme when tune_weights) --
     weights: Weights = field(default_factory=Weights)
