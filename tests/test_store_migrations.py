@@ -128,7 +128,7 @@ def test_step_6_backfills_the_tag_index_and_triggers_keep_it_through_hand_edits(
 
         assert indexed() == expected() and len(indexed()) >= len(sample.records)  # old records' tags, backfilled
         rid, first = conn.execute("SELECT max(id), min(id) FROM records").fetchone()
-        conn.execute("UPDATE records SET tags = ? WHERE id = ?", (json.dumps(["pinned", "pinned", "x"]), rid))
+        conn.execute("UPDATE records SET tags = ? WHERE id = ?", (json.dumps(["pinned", "pinned", "chat"]), rid))
         assert indexed() == expected()
         conn.execute("UPDATE records SET valid = 1 - valid WHERE id % 2 = 0")  # hand edits, outside the store
         assert indexed() == expected()
