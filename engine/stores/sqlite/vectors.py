@@ -27,17 +27,30 @@ BYTES_PER_VECTOR_OVERHEAD = 120
 class VectorPartition:
     """One user's vectors in memory, with ids, inverse norms and validity, patched in place."""
 
-    __slots__ = ("_codes", "ids", "index", "inv_norm", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_index", "ids", "inv_norm", "mat", "n", "valid", "version")
 
-    def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray):
+    def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
+                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None):
         self.version = version
         self.n = len(ids)
         self.ids = ids
         self.mat = mat
-        self.inv_norm = self._inv_norm(mat)
+        self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
-        self.index = {int(rid): i for i, rid in enumerate(ids.tolist())}
-        self._codes: np.ndarray | None = None  # sign bits as uint64 words, made on the first coarse search
+        self._index: dict[int, int] | None = None  # id -> row, made when a patch or lookup needs it
+        self._codes: np.ndarray | None = codes  # sign bits as uint64 words, made on the first coarse search
+
+    @property
+    def index(self) -> dict[int, int]:
+        if self._index is None:
+            self._index = {int(rid): i for i, rid in enumerate(self.ids[: self.n].tolist())}
+        return self._index
+
+    @property
+    def codes(self) -> np.ndarray:
+        if self._codes is None or len(self._codes) < self.n:
+            self._codes = self.sign_codes(self.mat[: self.n])
+        return self._codes
 
     @staticmethod
     def sign_codes(mat: np.ndarray) -> np.ndarray:
@@ -57,7 +70,7 @@ class VectorPartition:
     @property
     def nbytes(self) -> int:
         codes = 0 if self._codes is None else self._codes.nbytes
-        return int(self.mat.nbytes + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * len(self.index)
+        return int(self.mat.nbytes + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
 
     def append(self, ids: Sequence[int], mat: np.ndarray, valid: Sequence[bool]) -> None:
         m = len(ids)
@@ -75,8 +88,9 @@ class VectorPartition:
         self.mat[sl] = mat
         self.inv_norm[sl] = self._inv_norm(mat)
         self.valid[sl] = valid
-        for i, rid in enumerate(ids):
-            self.index[int(rid)] = self.n + i
+        if self._index is not None:
+            for i, rid in enumerate(ids):
+                self._index[int(rid)] = self.n + i
         self.n += m
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
@@ -131,9 +145,7 @@ class VectorPartition:
 
     def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
         n = self.n
-        if self._codes is None or len(self._codes) < n:
-            self._codes = self.sign_codes(self.mat[:n])
-        words = np.bitwise_count(self._codes[:n] ^ self.sign_codes(q)[0])
+        words = np.bitwise_count(self.codes[:n] ^ self.sign_codes(q)[0])
         ham = words[:, 0].astype(np.uint16)
         for j in range(1, words.shape[1]):
             ham += words[:, j]

@@ -1,0 +1,67 @@
+"""The per-user vector partitions saved beside a database file: used only while current, rebuilt otherwise."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from engine.core.records import MemoryRecord
+from engine.eval.perf.corpus import BENCH_NOW
+from engine.stores.sqlite import SQLiteStore
+from engine.stores.sqlite.sidecar import SIDECAR_MIN
+
+DIM = 16
+
+
+def _unit(rng, n):
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _fill(path, n, rng):
+    with SQLiteStore(path, dim=DIM) as store:
+        recs = [MemoryRecord(user_id="u", content=f"note {i}", created_at=BENCH_NOW) for i in range(n)]
+        store.add_records(recs, _unit(rng, n))
+        store.add_records([MemoryRecord(user_id="small", content="x", created_at=BENCH_NOW)], _unit(rng, 1))
+        q = _unit(rng, 1)[0]
+        first = store.search_dense("u", q, k=10)
+        store.search_dense("small", q, k=1)
+    return q, first
+
+
+def test_a_new_store_object_loads_the_saved_partition_and_a_stale_one_is_rebuilt(tmp_path):
+    rng = np.random.default_rng(0)
+    path = str(tmp_path / "s.db")
+    q, first = _fill(path, SIDECAR_MIN + 10, rng)
+    root = path + ".vectors"
+    assert len([f for f in os.listdir(root) if f.endswith(".json")]) == 1  # the small partition is not saved
+    with SQLiteStore(path, dim=DIM) as store:
+        assert store.search_dense("u", q, k=10) == first
+        assert store._sidecar.saved  # loaded from the saved copy
+        part = store._vcache["u"]
+        assert isinstance(part.mat, np.memmap)  # memory-mapped, copy-on-write
+        rid = first[0][0]
+        store.supersede("u", rid, first[1][0], BENCH_NOW)
+        assert rid not in dict(store.search_dense("u", q, k=10))  # patched in memory, saved at close
+    with SQLiteStore(path, dim=DIM) as store:
+        assert rid not in dict(store.search_dense("u", q, k=10))
+        # another writer (no cache of its own) makes the saved copy stale behind this store's back
+        other = SQLiteStore(path, dim=DIM, vector_cache_mb=0)
+        new = other.add_records([MemoryRecord(user_id="u", content="newest", created_at=BENCH_NOW)], [q.tolist()])[0]
+        other.close()
+    with SQLiteStore(path, dim=DIM) as store:
+        assert store.search_dense("u", q, k=1)[0][0] == new.id  # rebuilt from the database, not the stale copy
+    # a damaged copy is ignored too
+    for name in os.listdir(root):
+        if name.endswith(".mat.npy"):
+            with open(os.path.join(root, name), "r+b") as f:
+                f.truncate(100)
+    with SQLiteStore(path, dim=DIM) as store:
+        assert store.search_dense("u", q, k=1)[0][0] == new.id
+        stem = os.path.basename(store._sidecar._stem("u"))
+        assert any(f.startswith(stem) for f in os.listdir(root))
+        store.forget_user("u")
+        assert not any(f.startswith(stem) for f in os.listdir(root))  # nothing of the user stays beside the file
+    with SQLiteStore(path, dim=DIM) as store:
+        assert store.search_dense("u", q, k=1) == []
