@@ -35,6 +35,8 @@ SESSION = "bench-session"
 WARMUP = 5
 #: Records embedded and written for the hash-embedder ingest rate (a new store of this many at most).
 HASH_INGEST_MAX = 10000
+#: Largest N given the keyword measure over four equal users (a second store of N records to build).
+FOUR_USERS_MAX = 200000
 
 
 def percentile_ms(seconds: list[float], q: float) -> float:
@@ -205,7 +207,7 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
         finally:
             store.close()
         cold = _first_after_open(name, tmpdir, dim, config, texts[-1])
-        if n >= 4:
+        if 4 <= n <= FOUR_USERS_MAX:
             keyword.update(_keyword_four_users(name, tmpdir, corpus, dim, n, config.candidate_k, queries))
         hash_ingest = _hash_ingest_rate(name, tmpdir, corpus, dim, min(n, HASH_INGEST_MAX))
     return {
