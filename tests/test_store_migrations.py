@@ -138,3 +138,19 @@ def test_step_6_backfills_the_tag_index_and_triggers_keep_it_through_hand_edits(
         assert [r.id for r in store.records("moved", tags_any=["pinned"], include_invalid=True)] == [rid]
         conn.execute("DELETE FROM records WHERE id IN (?, ?)", (rid, first))
         assert indexed() == expected() and all(i not in (rid, first) for *_, i in indexed())
+
+
+def test_check_reports_a_tag_index_out_of_step(tmp_path):
+    from engine.core.records import MemoryRecord
+    from engine.eval.perf.corpus import BENCH_NOW
+    from engine.stores.check import check_store
+    from engine.stores.sqlite import SQLiteStore
+
+    with SQLiteStore(str(tmp_path / "t.db"), dim=4) as store:
+        store.add_records([MemoryRecord(user_id="u", content="x", tags=("pinned",), created_at=BENCH_NOW)],
+                          [[1.0, 0.0, 0.0, 0.0]])
+        assert check_store(store) == []
+        store.conn.execute("DELETE FROM record_tags")
+        store.conn.execute("INSERT INTO record_tags VALUES ('u', 'ghost', 1, 99)")
+        problems = check_store(store)
+        assert len(problems) == 2 and "tag 'pinned'" in problems[0] and "'ghost'" in problems[1]
