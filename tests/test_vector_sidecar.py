@@ -22,11 +22,13 @@ def _unit(rng, n):
 def _fill(path, n, rng):
     with SQLiteStore(path, dim=DIM) as store:
         recs = [MemoryRecord(user_id="u", content=f"note {i}", created_at=BENCH_NOW) for i in range(n)]
-        store.add_records(recs, _unit(rng, n))
+        vecs = _unit(rng, n)
+        ids = [r.id for r in store.add_records(recs, vecs)]
         store.add_records([MemoryRecord(user_id="small", content="x", created_at=BENCH_NOW)], _unit(rng, 1))
         q = _unit(rng, 1)[0]
         first = store.search_dense("u", q, k=10)
         store.search_dense("small", q, k=1)
+    assert [i for i, _ in first] == [ids[j] for j in np.argsort(-(vecs @ q), kind="stable")[:10]]  # exact
     return q, first
 
 
@@ -65,3 +67,14 @@ def test_a_new_store_object_loads_the_saved_partition_and_a_stale_one_is_rebuilt
         assert not any(f.startswith(stem) for f in os.listdir(root))  # nothing of the user stays beside the file
     with SQLiteStore(path, dim=DIM) as store:
         assert store.search_dense("u", q, k=1) == []
+
+
+def test_a_copy_saved_beside_another_database_of_the_same_name_is_not_used(tmp_path):
+    path = str(tmp_path / "s.db")
+    q, first = _fill(path, SIDECAR_MIN + 1, np.random.default_rng(1))
+    for suffix in ("", "-wal", "-shm"):  # the file is deleted and built again: same ids, counts and versions
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    q2, second = _fill(path, SIDECAR_MIN + 1, np.random.default_rng(2))  # _fill checks against exact numpy
+    with SQLiteStore(path, dim=DIM) as store:
+        assert store.search_dense("u", q2, k=10) == second

@@ -226,7 +226,8 @@ def _tag_index(conn: Any, ctx: dict[str, Any]) -> None:
 
     `record_tags` holds one row per record and tag; triggers on `records` keep it in step with
     every insert, tag or validity change and delete, so a tag few records carry ("pinned") is read
-    without scanning the user's partition. Backfilled from `records`, keeping every row.
+    without scanning the user's partition. Backfilled from `records`, keeping every row. Also
+    gives the database a random `store_id` (meta), which copies saved beside it must carry.
     """
     run_statements(_executor(conn), [
         """CREATE TABLE record_tags (user_id TEXT NOT NULL, tag TEXT NOT NULL, valid INTEGER NOT NULL,
@@ -235,6 +236,8 @@ def _tag_index(conn: Any, ctx: dict[str, Any]) -> None:
             SELECT r.user_id, t.value, r.valid, r.id FROM records r,
             json_each(CASE WHEN json_valid(r.tags) THEN r.tags ELSE '[]' END) t WHERE t.type = 'text'""",
         *_TAG_TRIGGERS,
+        # names this database for the vector copies saved beside it (engine.stores.sqlite.sidecar)
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))",
     ], version=6)
 
 

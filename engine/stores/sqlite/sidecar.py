@@ -3,9 +3,9 @@
 Reading a user's 100k float vectors from `record_vectors` takes seconds (row by row, then one
 copy); the saved copy is a directory `<database>.vectors/` holding, per user, numpy files (the
 float matrix, memory-mapped copy-on-write on load, with ids, validity, inverse norms and sign-bit
-codes) and a small JSON header written last. The header names the partition version it was saved
-at and the user's record count and newest id: a copy is used only while all three match the
-database, so it is never the source of truth: a missing, stale or unreadable copy is rebuilt from
+codes) and a small JSON header written last. The header names the database (meta `store_id`),
+the partition version it was saved at and the user's record count and newest id: a copy is used
+only while all four match the database (a file deleted and built again has another id), so it is never the source of truth: a missing, stale or unreadable copy is rebuilt from
 the database (and saved again). Only file stores and partitions of at least `SIDECAR_MIN` vectors
 are saved; forget_user deletes the user's files.
 """
@@ -33,9 +33,10 @@ _PARTS = ("ids", "valid", "inv", "codes", "mat")
 class VectorSidecar:
     """Load and save one database's per-user vector partitions (see module docstring)."""
 
-    def __init__(self, db_path: str, dim: int):
+    def __init__(self, db_path: str, dim: int, store_id: str | None):
         self.root = db_path + ".vectors"
         self.dim = int(dim)
+        self.store_id = store_id
         #: user -> the version of the copy on disk, as this process last saw or wrote it
         self.saved: dict[str, int] = {}
 
@@ -59,7 +60,8 @@ class VectorSidecar:
             return None
         try:
             total, newest = self._facts(conn, user_id)
-            if (head.get("user") != user_id or head.get("version") != version or head.get("dim") != self.dim
+            if (not self.store_id or head.get("store") != self.store_id
+                    or head.get("user") != user_id or head.get("version") != version or head.get("dim") != self.dim
                     or head.get("n") != total or head.get("newest") != newest):
                 return None
             files = {p: f"{stem}.{head['nonce']}.{p}.npy" for p in _PARTS}
@@ -77,7 +79,7 @@ class VectorSidecar:
 
     def save(self, conn: Any, user_id: str, part: VectorPartition) -> bool:
         """Write the copy (current at part.version, which the caller checked); False when it could not."""
-        if part.n < SIDECAR_MIN or self.saved.get(user_id) == part.version:
+        if part.n < SIDECAR_MIN or not self.store_id or self.saved.get(user_id) == part.version:
             return False
         stem, nonce, n = self._stem(user_id), secrets.token_hex(6), part.n
         try:
@@ -89,7 +91,7 @@ class VectorSidecar:
                     "codes": part.codes[:n], "mat": part.mat[:n]}
             for p, arr in data.items():
                 np.save(f"{stem}.{nonce}.{p}.npy", np.ascontiguousarray(arr), allow_pickle=False)
-            head = {"user": user_id, "version": int(part.version), "dim": self.dim, "n": n, "newest": newest,
+            head = {"store": self.store_id, "user": user_id, "version": int(part.version), "dim": self.dim, "n": n, "newest": newest,
                     "nonce": nonce}
             with open(stem + ".json.tmp", "w") as f:
                 json.dump(head, f)

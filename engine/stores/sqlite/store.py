@@ -88,8 +88,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self.vector_cache_bytes = int(max(0.0, float(vector_cache_mb)) * 2**20)
         #: user -> in-memory vectors (least recently used first), at most vector_cache_bytes in all
         self._vcache = VectorCache(budget_bytes=self.vector_cache_bytes, dim=self.dim)
-        #: large partitions saved beside the file, so a new process opens them fast (never the truth)
-        self._sidecar = None if self._memory else VectorSidecar(self.path, self.dim)
+        self._sidecar: VectorSidecar | None = None
         self._data_version: int | None = None
         self._conn = None
         with self._errors():
@@ -178,6 +177,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
                 "or re-embed every record with replace_vectors into a new store"
             )
         self.stored_embedder_name = self._meta("embedder_name")
+        if not self._memory:  # large partitions saved beside the file, for a fast cold start (never the truth)
+            self._sidecar = VectorSidecar(self.path, self.dim, self._meta("store_id"))
 
     def _meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
