@@ -252,7 +252,7 @@ def test_the_tag_index_is_backfilled_by_its_migration_and_follows_hand_edits(pg_
         store.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to a schema before the tag index
             conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
-            conn.execute("DROP TABLE record_tags; DROP FUNCTION record_tags_added, record_tags_changed CASCADE; "
+            conn.execute("DROP TABLE record_tags; DROP FUNCTION record_tags_added, record_tags_changed, record_tags_removed CASCADE; "
                          "DELETE FROM schema_version WHERE version = 5")
         store = PostgresStore(pg_dsn, dim=8, schema=schema)
 

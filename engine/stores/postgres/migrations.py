@@ -122,8 +122,9 @@ def _tag_index(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
     """Records by (user, tag, currency), as an index: a tagged read is an index range.
 
     `record_tags` holds one row per record and tag, kept by triggers on `records` (a statement
-    trigger over the inserted rows, so bulk inserts and COPY add one INSERT .. SELECT; row
-    triggers for tag, owner or validity changes and deletes), whichever code or hand writes.
+    trigger over the inserted rows, so bulk inserts and COPY add one INSERT .. SELECT, and one over
+    the deleted rows; a row trigger for tag, owner or validity changes), whichever code or hand
+    writes.
     Backfilled from `records`.
     """
     run_statements(cur.execute, [
@@ -141,15 +142,11 @@ def _tag_index(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
         END $$""",
         """CREATE FUNCTION record_tags_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
         BEGIN
-            IF TG_OP IN ('UPDATE', 'DELETE') THEN
-                DELETE FROM record_tags WHERE user_id = OLD.user_id AND tag = ANY(OLD.tags)
-                    AND current = (OLD.invalid_at IS NULL) AND id = OLD.id;
-            END IF;
-            IF TG_OP = 'UPDATE' THEN
-                INSERT INTO record_tags (user_id, tag, current, id)
-                SELECT DISTINCT NEW.user_id, t.tag, NEW.invalid_at IS NULL, NEW.id FROM unnest(NEW.tags) AS t(tag)
-                WHERE t.tag IS NOT NULL ON CONFLICT DO NOTHING;
-            END IF;
+            DELETE FROM record_tags WHERE user_id = OLD.user_id AND tag = ANY(OLD.tags)
+                AND current = (OLD.invalid_at IS NULL) AND id = OLD.id;
+            INSERT INTO record_tags (user_id, tag, current, id)
+            SELECT DISTINCT NEW.user_id, t.tag, NEW.invalid_at IS NULL, NEW.id FROM unnest(NEW.tags) AS t(tag)
+            WHERE t.tag IS NOT NULL ON CONFLICT DO NOTHING;
             RETURN NULL;
         END $$""",
         """CREATE TRIGGER records_tags_insert AFTER INSERT ON records REFERENCING NEW TABLE AS added
@@ -158,8 +155,14 @@ def _tag_index(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
             WHEN (OLD.user_id IS DISTINCT FROM NEW.user_id OR OLD.tags IS DISTINCT FROM NEW.tags
                   OR (OLD.invalid_at IS NULL) IS DISTINCT FROM (NEW.invalid_at IS NULL))
             EXECUTE FUNCTION record_tags_changed()""",
-        """CREATE TRIGGER records_tags_delete AFTER DELETE ON records FOR EACH ROW
-            EXECUTE FUNCTION record_tags_changed()""",
+        """CREATE FUNCTION record_tags_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            DELETE FROM record_tags t USING removed o WHERE t.user_id = o.user_id AND t.tag = ANY(o.tags)
+                AND t.current = (o.invalid_at IS NULL) AND t.id = o.id;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER records_tags_delete AFTER DELETE ON records REFERENCING OLD TABLE AS removed
+            FOR EACH STATEMENT EXECUTE FUNCTION record_tags_removed()""",
     ], version=5)
 
 
