@@ -71,7 +71,7 @@ def test_a_new_store_object_loads_the_saved_partition_and_a_stale_one_is_rebuilt
 
 def test_a_copy_saved_beside_another_database_of_the_same_name_is_not_used(tmp_path):
     path = str(tmp_path / "s.db")
-    q, first = _fill(path, SIDECAR_MIN + 1, np.random.default_rng(1))
+    _fill(path, SIDECAR_MIN + 1, np.random.default_rng(1))
     for suffix in ("", "-wal", "-shm"):  # the file is deleted and built again: same ids, counts and versions
         if os.path.exists(path + suffix):
             os.remove(path + suffix)

@@ -14,7 +14,14 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from engine.core.records import MEMORY_TYPES, TYPE_SCORES, USER_TAGS, MemoryRecord, SourcePointer, TimeSpan
+from engine.core.records import (
+    MEMORY_TYPES,
+    TYPE_SCORES,
+    USER_TAGS,
+    MemoryRecord,
+    SourcePointer,
+    TimeSpan,
+)
 from engine.core.text import index_text, user_key
 from engine.stores.dialect import to_json
 

@@ -206,7 +206,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
                 part = self._vcache[user_id]
                 if self._stored_version(self._conn, user_id) == part.version:
                     self._sidecar.save(self._conn, user_id, part)
-        except Exception:  # noqa: BLE001 - a cache that could not be saved is rebuilt from the database
+        except Exception:  # noqa: BLE001, S110 - a cache that could not be saved is rebuilt from the database
             pass
 
     def __enter__(self) -> SQLiteStore:
