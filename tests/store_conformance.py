@@ -271,6 +271,37 @@ class StoreConformance:
         assert [r.content for r in store.records("u")] == ["b", "c"]
         assert [r.content for r in store.records("u", include_invalid=True)] == ["a", "b", "c"]
 
+    def test_tagged_reads_follow_every_write(self, store):
+        """The tag index (record_tags) follows adds, tag edits, supersedes and forget_user."""
+        rs = store.add_records(
+            [rec("u", f"r{i}", tags=("fact", "pinned") if i % 3 == 0 else ("fact",)) for i in range(9)]
+            + [rec("v", "other", tags=("pinned",))],
+            self.vecs(10),
+        )
+
+        def pinned(user="u", **kw):
+            return [r.content for r in store.records(user, tags_any=["pinned"], **kw)]
+
+        assert pinned(limit=2, newest_first=True) == ["r6", "r3"]
+        assert pinned() == ["r0", "r3", "r6"] and pinned(limit=2) == ["r0", "r3"]
+        assert pinned("v", limit=5, newest_first=True) == ["other"]
+        both = store.records("u", tags_any=["pinned", "fact"], limit=4, newest_first=True)
+        assert [r.content for r in both] == ["r8", "r7", "r6", "r5"]
+        store.update_record(replace(rs[4], tags=("pinned", "safety")))  # a hand edit pins r4
+        store.update_record(replace(rs[6], tags=("fact",)))  # and unpins r6
+        assert pinned(limit=5, newest_first=True) == ["r4", "r3", "r0"]
+        assert [r.content for r in store.records("u", tags_any=["safety"], limit=3)] == ["r4"]
+        store.supersede("u", rs[3].id, rs[5].id, T0)
+        assert pinned(limit=5, newest_first=True) == ["r4", "r0"]
+        assert pinned(include_invalid=True) == ["r0", "r3", "r4"]
+        assert pinned(memory_type="fact", limit=1, newest_first=True) == ["r4"]
+        assert pinned(after_id=rs[0].id) == ["r4"]
+        assert store.records("u", tags_any=[], limit=3) == []
+        store.forget_user("u")
+        assert pinned(limit=5) == [] and pinned("v", limit=5) == ["other"]
+        again = store.add_records([rec("u", "fresh", tags=("pinned",))], self.vecs(1))
+        assert [r.id for r in store.records("u", tags_any=["pinned"], limit=5, newest_first=True)] == [again[0].id]
+
     def test_count_records_follows_every_write(self, store):
         rs = store.add_records([rec("u", f"fact {i}") for i in range(5)], self.vecs(5))
         store.add_records([rec("v", "other"), rec("u", "born superseded", invalid_at=T0, superseded_by=rs[0].id)],

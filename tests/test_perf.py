@@ -70,8 +70,10 @@ def test_retrieval_is_timed_through_memory_engine_retrieve_as_a_turn_calls_it(mo
     result = run_perf(sizes=(120,), repeats=4, dim=16, k=8)
     row = result["sizes"]["120"]
     timed = [s for s in seen if s[0] == "bench-user"]
-    assert len(timed) == 4 + 4  # warm-up (up to five) and the timed queries
+    assert len(timed) == 4 + 4 + 1  # warm-up (up to five), the timed queries, the first on a reopened store
     assert all(session and log is True for _, session, log in timed)
+    assert row["first_retrieve_ms"] > 0 and row["open_ms"] > 0 and row["rss_mb"] > 0
+    assert row["keyword_4users_p50_ms"] > 0
     assert row["records_user"] == 120 and row["records_total"] > 120
     assert row["retrieve_p95_ms"] >= row["retrieve_p50_ms"] > 0
     assert result["config"]["k"] == 8 and result["config"]["paths"] == ["bm25", "dense", "dim"]

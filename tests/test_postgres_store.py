@@ -210,7 +210,7 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
     schema = new_schema()
     first = PostgresStore(pg_dsn, dim=8, schema=schema)
     try:
-        assert first.schema_version == MIGRATIONS[-1].version == 4
+        assert first.schema_version == MIGRATIONS[-1].version == 5
         first.add_records([rec("u", "green tea")], unit(np.random.default_rng(0), 1, 8))
         first.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -218,13 +218,13 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
             conn.execute("DROP INDEX records_embedding; DROP INDEX records_tsv")
             conn.execute("DELETE FROM schema_version WHERE version = 2")
         again = PostgresStore(pg_dsn, dim=8, schema=schema)  # resumes at migration 2, keeps the data
-        assert again.schema_version == 4 and again.count_records("u") == 1
+        assert again.schema_version == 5 and again.count_records("u") == 1
         assert [i for i, _ in again.search_bm25("u", "tea", k=3)]
         with psycopg.connect(pg_dsn) as conn:
             names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,))}
             applied = [r[0] for r in conn.execute(
                 sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(schema)))]
-        assert {"records_embedding", "records_tsv"} <= names and applied == [1, 2, 3, 4]
+        assert {"records_embedding", "records_tsv"} <= names and applied == [1, 2, 3, 4, 5]
         again.close()
         with pytest.raises(ConfigError, match="dim=16"):
             PostgresStore(pg_dsn, dim=16, schema=schema)
@@ -234,6 +234,44 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
         with pytest.raises(StoreError, match="upgrade memlab"):
             PostgresStore(pg_dsn, dim=8, schema=schema)
     finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_the_tag_index_is_backfilled_by_its_migration_and_follows_hand_edits(pg_dsn):
+    import psycopg
+    from psycopg import sql
+
+    from engine.stores.postgres import PostgresStore
+
+    schema = new_schema()
+    store = PostgresStore(pg_dsn, dim=8, schema=schema)
+    try:
+        rs = store.add_records([rec("u", f"r{i}", tags=("pinned",) if i % 2 else ("fact",)) for i in range(6)],
+                               unit(np.random.default_rng(0), 6, 8))
+        store.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to a schema before the tag index
+            conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+            conn.execute("DROP TABLE record_tags; DROP FUNCTION record_tags_added, record_tags_changed, record_tags_removed CASCADE; "
+                         "DELETE FROM schema_version WHERE version = 5")
+        store = PostgresStore(pg_dsn, dim=8, schema=schema)
+
+        def pinned():
+            return [r.content for r in store.records("u", tags_any=["pinned"], limit=10, newest_first=True)]
+
+        assert pinned() == ["r5", "r3", "r1"]  # backfilled
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:  # hand edits, outside the store
+            conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+            conn.execute("UPDATE records SET tags = '{pinned,pinned,chat}' WHERE id = %s", (rs[0].id,))
+            conn.execute("UPDATE records SET invalid_at = now() WHERE id = %s", (rs[3].id,))
+            conn.execute("DELETE FROM records WHERE id = %s", (rs[5].id,))
+            index = sorted(conn.execute("SELECT tag, current, id FROM record_tags WHERE user_id = 'u'").fetchall())
+        assert pinned() == ["r1", "r0"]
+        assert [r.content for r in store.records("u", tags_any=["pinned"], include_invalid=True)] == ["r0", "r1", "r3"]
+        assert index == sorted([("pinned", True, rs[0].id), ("chat", True, rs[0].id), ("pinned", True, rs[1].id),
+                                ("fact", True, rs[2].id), ("pinned", False, rs[3].id), ("fact", True, rs[4].id)])
+    finally:
+        store.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 

@@ -98,3 +98,59 @@ def test_step_5_keys_full_text_per_user_and_stores_text_and_floats_once(tmp_path
         store._vcache.budget_bytes = 0
         target = sample.records["user1"][2][0]
         assert store.search_dense("user1", sample.vectors[target], k=1)[0][0] == target
+
+
+def test_step_6_backfills_the_tag_index_and_triggers_keep_it_through_hand_edits(tmp_path):
+    import json
+
+    from benchmarks.harness.schema_sample import DIM, build_at_version, compare_sample
+    from engine.stores.sqlite import SQLiteStore
+
+    path = str(tmp_path / "v5.db")
+    sample = build_at_version(path, 5)
+    with SQLiteStore(path, dim=DIM) as store:
+        assert store.schema_version == SCHEMA_VERSION >= 6
+        assert compare_sample(store, sample) == []
+        conn = store.conn
+
+        def tags_of(text):
+            try:
+                return [t for t in dict.fromkeys(json.loads(text)) if isinstance(t, str)]
+            except ValueError:
+                return []
+
+        def expected():
+            return sorted((u, t, v, i) for i, u, tags, v in conn.execute("SELECT id, user_id, tags, valid FROM records")
+                          for t in tags_of(tags))
+
+        def indexed():
+            return sorted(tuple(r) for r in conn.execute("SELECT user_id, tag, valid, id FROM record_tags"))
+
+        assert indexed() == expected() and len(indexed()) >= len(sample.records)  # old records' tags, backfilled
+        rid, first = conn.execute("SELECT max(id), min(id) FROM records").fetchone()
+        conn.execute("UPDATE records SET tags = ? WHERE id = ?", (json.dumps(["pinned", "pinned", "chat"]), rid))
+        assert indexed() == expected()
+        conn.execute("UPDATE records SET valid = 1 - valid WHERE id % 2 = 0")  # hand edits, outside the store
+        assert indexed() == expected()
+        conn.execute("UPDATE records SET tags = 'not json' WHERE id = ?", (first,))
+        conn.execute("UPDATE records SET user_id = 'moved' WHERE id = ?", (rid,))
+        assert indexed() == expected()
+        assert [r.id for r in store.records("moved", tags_any=["pinned"], include_invalid=True)] == [rid]
+        conn.execute("DELETE FROM records WHERE id IN (?, ?)", (rid, first))
+        assert indexed() == expected() and all(i not in (rid, first) for *_, i in indexed())
+
+
+def test_check_reports_a_tag_index_out_of_step(tmp_path):
+    from engine.core.records import MemoryRecord
+    from engine.eval.perf.corpus import BENCH_NOW
+    from engine.stores.check import check_store
+    from engine.stores.sqlite import SQLiteStore
+
+    with SQLiteStore(str(tmp_path / "t.db"), dim=4) as store:
+        store.add_records([MemoryRecord(user_id="u", content="x", tags=("pinned",), created_at=BENCH_NOW)],
+                          [[1.0, 0.0, 0.0, 0.0]])
+        assert check_store(store) == []
+        store.conn.execute("DELETE FROM record_tags")
+        store.conn.execute("INSERT INTO record_tags VALUES ('u', 'ghost', 1, 99)")
+        problems = check_store(store)
+        assert len(problems) == 2 and "tag 'pinned'" in problems[0] and "'ghost'" in problems[1]

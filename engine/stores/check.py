@@ -274,6 +274,14 @@ def _check_summaries(q: Callable[..., list], t: _Tables) -> list[str]:
         if counts.get(uid) != real.get(uid):
             problems.append(f"record count of user {uid!r} is {counts.get(uid)} (all, current) but the records "
                             f"say {real.get(uid)}")
+    tagged = ("SELECT r.user_id, t.value, r.valid, r.id FROM records r, json_each(CASE WHEN json_valid(r.tags) "
+              "THEN r.tags ELSE '[]' END) t WHERE t.type = 'text'")
+    index = "SELECT user_id, tag, valid, id FROM record_tags"
+    for uid, tag, valid, rid in q(f"{tagged} EXCEPT {index}")[:20]:
+        problems.append(f"record {rid} of user {uid!r} carries tag {tag!r} (valid {valid}) but the tag index "
+                        "(record_tags) has no such row")
+    for uid, tag, valid, rid in q(f"{index} EXCEPT {tagged}")[:20]:
+        problems.append(f"tag index row ({uid!r}, {tag!r}, valid {valid}, record {rid}) matches no record's tags")
     return problems
 
 

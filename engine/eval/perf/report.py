@@ -88,22 +88,27 @@ def _fmt(value: Any, spec: str = ".1f") -> str:
 
 def _retrieval_lines(result: dict[str, Any]) -> list[str]:
     lines = [f"{'store':<9}{'N':>8}{'p50 ms':>9}{'p95 ms':>9}{'turn ms':>9}{'ingest/s':>10}{'B/rec':>8}"
-             f"{'dense recall':>13}"]
+             f"{'dense recall':>13}{'open ms':>9}{'1st ret ms':>11}{'RSS MB':>8}"]
     for name, data in result["stores"].items():
         for n, row in data["sizes"].items():
             lines.append(f"{name:<9}{n:>8}{row['retrieve_p50_ms']:>9.2f}{row['retrieve_p95_ms']:>9.2f}"
                          f"{_fmt(row['turn_p50_ms']):>9}{_fmt(row['ingest_per_s'], '.0f'):>10}"
-                         f"{_fmt(row['bytes_per_record'], '.0f'):>8}{row['dense_recall_at_k']:>13.3f}")
+                         f"{_fmt(row['bytes_per_record'], '.0f'):>8}{row['dense_recall_at_k']:>13.3f}"
+                         f"{_fmt(row.get('open_ms')):>9}{_fmt(row.get('first_retrieve_ms')):>11}"
+                         f"{_fmt(row.get('rss_mb'), '.0f'):>8}")
     return lines
 
 
 def _keyword_lines(result: dict[str, Any]) -> list[str]:
     """The BM25 path alone on a common word, and ingest with the hash embedder, per store and size."""
-    lines = [f"{'store':<9}{'N':>8}{'bm25 common-word p50 ms':>25}{'p95 ms':>9}{'ingest+hash embed/s':>21}"]
+    lines = [f"{'store':<9}{'N':>8}{'bm25 common-word p50 ms':>25}{'p95 ms':>9}{'4 users p50 ms':>16}"
+             f"{'p95 ms':>9}{'ingest+hash embed/s':>21}"]
     for name, data in result["stores"].items():
         for n, row in data["sizes"].items():
             lines.append(f"{name:<9}{n:>8}{_fmt(row.get('keyword_common_p50_ms'), '.2f'):>25}"
                          f"{_fmt(row.get('keyword_common_p95_ms'), '.2f'):>9}"
+                         f"{_fmt(row.get('keyword_4users_p50_ms'), '.2f'):>16}"
+                         f"{_fmt(row.get('keyword_4users_p95_ms'), '.2f'):>9}"
                          f"{_fmt(row.get('ingest_hash_embed_per_s'), '.0f'):>21}")
     return lines
 

@@ -118,12 +118,61 @@ def _said_at_and_sources(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
     ], version=4)
 
 
+def _tag_index(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
+    """Records by (user, tag, currency), as an index: a tagged read is an index range.
+
+    `record_tags` holds one row per record and tag, kept by triggers on `records` (a statement
+    trigger over the inserted rows, so bulk inserts and COPY add one INSERT .. SELECT, and one over
+    the deleted rows; a row trigger for tag, owner or validity changes), whichever code or hand
+    writes.
+    Backfilled from `records`.
+    """
+    run_statements(cur.execute, [
+        """CREATE TABLE record_tags (user_id TEXT NOT NULL, tag TEXT NOT NULL, current BOOLEAN NOT NULL,
+            id BIGINT NOT NULL, PRIMARY KEY (user_id, tag, current, id))""",
+        """INSERT INTO record_tags (user_id, tag, current, id)
+            SELECT DISTINCT r.user_id, t.tag, r.invalid_at IS NULL, r.id FROM records r, unnest(r.tags) AS t(tag)
+            WHERE t.tag IS NOT NULL""",
+        """CREATE FUNCTION record_tags_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            INSERT INTO record_tags (user_id, tag, current, id)
+            SELECT DISTINCT n.user_id, t.tag, n.invalid_at IS NULL, n.id FROM added n, unnest(n.tags) AS t(tag)
+            WHERE t.tag IS NOT NULL ON CONFLICT DO NOTHING;
+            RETURN NULL;
+        END $$""",
+        """CREATE FUNCTION record_tags_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            DELETE FROM record_tags WHERE user_id = OLD.user_id AND tag = ANY(OLD.tags)
+                AND current = (OLD.invalid_at IS NULL) AND id = OLD.id;
+            INSERT INTO record_tags (user_id, tag, current, id)
+            SELECT DISTINCT NEW.user_id, t.tag, NEW.invalid_at IS NULL, NEW.id FROM unnest(NEW.tags) AS t(tag)
+            WHERE t.tag IS NOT NULL ON CONFLICT DO NOTHING;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER records_tags_insert AFTER INSERT ON records REFERENCING NEW TABLE AS added
+            FOR EACH STATEMENT EXECUTE FUNCTION record_tags_added()""",
+        """CREATE TRIGGER records_tags_update AFTER UPDATE OF user_id, tags, invalid_at ON records FOR EACH ROW
+            WHEN (OLD.user_id IS DISTINCT FROM NEW.user_id OR OLD.tags IS DISTINCT FROM NEW.tags
+                  OR (OLD.invalid_at IS NULL) IS DISTINCT FROM (NEW.invalid_at IS NULL))
+            EXECUTE FUNCTION record_tags_changed()""",
+        """CREATE FUNCTION record_tags_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            DELETE FROM record_tags t USING removed o WHERE t.user_id = o.user_id AND t.tag = ANY(o.tags)
+                AND t.current = (o.invalid_at IS NULL) AND t.id = o.id;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER records_tags_delete AFTER DELETE ON records REFERENCING OLD TABLE AS removed
+            FOR EACH STATEMENT EXECUTE FUNCTION record_tags_removed()""",
+    ], version=5)
+
+
 #: Versioned migrations, applied in order; each runs once per schema, recorded in schema_version.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_tables),
     Migration(version=2, name="search indexes (HNSW cosine, GIN tsvector)", apply=_search_indexes),
     Migration(version=3, name="bounded reads (session heads, indexes)", apply=_bounded_reads),
     Migration(version=4, name="record said_at and lasting, profile value sources", apply=_said_at_and_sources),
+    Migration(version=5, name="tag index (record_tags, kept by triggers)", apply=_tag_index),
 )
 SCHEMA_VERSION = check_sequence(MIGRATIONS)
 

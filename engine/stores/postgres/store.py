@@ -262,8 +262,10 @@ class PostgresStore(SharedSQL, PostgresSearch):
                 where.append("time_start <= %s")
                 params.append(ensure_aware(hi, what="time_between end"))
         if tags_any is not None:
-            where.append("tags && %s::text[]")
-            params.append(list(tags_any))
+            # record_tags (user_id, tag, current, id), kept by triggers: a rare tag is an index range
+            current = "" if include_invalid else " AND current"
+            where.append(f"id IN (SELECT id FROM record_tags WHERE user_id = %s AND tag = ANY(%s::text[]){current})")
+            params.extend([user_id, list(tags_any)])
         order = "id DESC" if newest_first else "id"
         return self._select_records(f"{' AND '.join(where)} ORDER BY {order} LIMIT %s", [*params, limit])
 

@@ -199,12 +199,55 @@ def _keyed_fts_bits_only_vec(conn: Any, ctx: dict[str, Any]) -> None:
     ], version=5)
 
 
+#: Keeps `record_tags` in step with `records` on every write, whichever code (or hand) makes it.
+_TAG_TRIGGERS = (
+    """CREATE TRIGGER records_tags_insert AFTER INSERT ON records BEGIN
+        INSERT OR IGNORE INTO record_tags(user_id, tag, valid, id)
+        SELECT NEW.user_id, t.value, NEW.valid, NEW.id
+        FROM json_each(CASE WHEN json_valid(NEW.tags) THEN NEW.tags ELSE '[]' END) t WHERE t.type = 'text';
+    END""",
+    """CREATE TRIGGER records_tags_update AFTER UPDATE OF user_id, tags, valid ON records
+        WHEN OLD.user_id IS NOT NEW.user_id OR OLD.tags IS NOT NEW.tags OR OLD.valid IS NOT NEW.valid BEGIN
+        DELETE FROM record_tags WHERE user_id = OLD.user_id AND valid = OLD.valid AND id = OLD.id
+            AND tag IN (SELECT value FROM json_each(CASE WHEN json_valid(OLD.tags) THEN OLD.tags ELSE '[]' END));
+        INSERT OR IGNORE INTO record_tags(user_id, tag, valid, id)
+        SELECT NEW.user_id, t.value, NEW.valid, NEW.id
+        FROM json_each(CASE WHEN json_valid(NEW.tags) THEN NEW.tags ELSE '[]' END) t WHERE t.type = 'text';
+    END""",
+    """CREATE TRIGGER records_tags_delete AFTER DELETE ON records BEGIN
+        DELETE FROM record_tags WHERE user_id = OLD.user_id AND valid = OLD.valid AND id = OLD.id
+            AND tag IN (SELECT value FROM json_each(CASE WHEN json_valid(OLD.tags) THEN OLD.tags ELSE '[]' END));
+    END""",
+)
+
+
+def _tag_index(conn: Any, ctx: dict[str, Any]) -> None:
+    """Records by (user, tag, validity), newest last: a tagged read is an index range.
+
+    `record_tags` holds one row per record and tag; triggers on `records` keep it in step with
+    every insert, tag or validity change and delete, so a tag few records carry ("pinned") is read
+    without scanning the user's partition. Backfilled from `records`, keeping every row. Also
+    gives the database a random `store_id` (meta), which copies saved beside it must carry.
+    """
+    run_statements(_executor(conn), [
+        """CREATE TABLE record_tags (user_id TEXT NOT NULL, tag TEXT NOT NULL, valid INTEGER NOT NULL,
+            id INTEGER NOT NULL, PRIMARY KEY (user_id, tag, valid, id)) WITHOUT ROWID""",
+        """INSERT OR IGNORE INTO record_tags(user_id, tag, valid, id)
+            SELECT r.user_id, t.value, r.valid, r.id FROM records r,
+            json_each(CASE WHEN json_valid(r.tags) THEN r.tags ELSE '[]' END) t WHERE t.type = 'text'""",
+        *_TAG_TRIGGERS,
+        # names this database for the vector copies saved beside it (engine.stores.sqlite.sidecar)
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))",
+    ], version=6)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_initial),
     Migration(version=2, name="partition versions", apply=_partition_versions),
     Migration(version=3, name="bounded reads (session heads, record counts, indexes)", apply=_bounded_reads),
     Migration(version=4, name="record said_at and lasting, profile value sources", apply=_said_at_and_sources),
     Migration(version=5, name="per-user contentless full text, sign bits only in vec0", apply=_keyed_fts_bits_only_vec),
+    Migration(version=6, name="tag index (record_tags, kept by triggers)", apply=_tag_index),
 )
 #: The schema this code writes; a file at a higher version is refused (a newer memlab wrote it).
 SCHEMA_VERSION = check_sequence(MIGRATIONS)

@@ -152,7 +152,15 @@ class SQLiteRecords:
         after_id: int | None = None,
         time_between: tuple[datetime | None, datetime | None] | None = None,
     ) -> list[MemoryRecord]:
-        # records_user (user_id, id) serves history reads, records_user_valid (user_id, valid, id) current ones
+        # records_user (user_id, id) serves history reads, records_user_valid (user_id, valid, id) current ones,
+        # record_tags (user_id, tag, valid, id) tagged ones
+        if tags_any is not None:
+            tags = list(dict.fromkeys(str(t) for t in tags_any))
+            if not tags:
+                return []
+            plain = memory_type is None and time_between is None and after_id is None
+            if plain and limit is not None and not include_invalid:
+                return self._newest_tagged(user_id, tags, int(limit), newest_first)
         sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE user_id = ?"
         args: list[Any] = [user_id]
         if not include_invalid:
@@ -173,18 +181,31 @@ class SQLiteRecords:
                 sql += " AND start_ts <= ?"
                 args.append(ensure_aware(hi, what="time_between end").timestamp())
         if tags_any is not None:
-            # a substring test on the JSON text skips most rows cheaply; json_each decides exactly
-            needles = [to_json(str(t)) for t in tags_any] or ['"']
-            sql += " AND (" + " OR ".join("instr(tags, ?) > 0" for _ in needles) + ")"
-            sql += " AND EXISTS (SELECT 1 FROM json_each(records.tags) t WHERE t.value IN (SELECT value FROM json_each(?)))"
-            args.extend(needles)
-            args.append(to_json(list(tags_any)))
+            sql += (" AND id IN (SELECT id FROM record_tags WHERE user_id = ?1b AND tag IN (SELECT value FROM json_each(?))"
+                    + ("" if include_invalid else " AND valid = 1") + ")")
+            sql = sql.replace("?1b", "?")
+            args.extend([user_id, to_json(tags)])
         sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
         with self._read() as conn:
             return [record_from_row(r) for r in conn.execute(sql, args)]
+
+    def _newest_tagged(self, user_id: str, tags: list[str], limit: int, newest_first: bool) -> list[MemoryRecord]:
+        """The first `limit` current records (by id, either way) carrying any of the tags: each tag's
+        first `limit` are an index range of record_tags, and the answer lies within their union."""
+        order = "DESC" if newest_first else "ASC"
+        per_tag = " UNION ".join(
+            f"SELECT id FROM (SELECT id FROM record_tags WHERE user_id = ? AND tag = ? AND valid = 1 "
+            f"ORDER BY id {order} LIMIT ?)" for _ in tags)
+        args: list[Any] = []
+        for t in tags:
+            args.extend([user_id, t, limit])
+        sql = (f"SELECT {RECORD_COLUMNS} FROM records WHERE id IN ({per_tag}) AND +user_id = ? AND valid = 1 "
+               f"ORDER BY id {order} LIMIT ?")
+        with self._read() as conn:
+            return [record_from_row(r) for r in conn.execute(sql, [*args, user_id, limit])]
 
     def count_records(self, user_id: str | None = None, *, include_invalid: bool = True) -> int:
         column = "total" if include_invalid else "current"

@@ -9,9 +9,10 @@ reads only the user's doclists; the owner join on `records` stays, so a key shar
 costs postings, never a row of the other user. BM25 then counts document frequencies within
 the user's records (the document count and average length stay those of the whole index).
 
-Dense search runs on the in-memory copy when there is one (exact); otherwise from the stored
-floats: exact up to `exact_knn_max` vectors, above that a Hamming KNN on vec0's sign bits
-rescored on the floats of `record_vectors`.
+Dense search runs on the in-memory copy when there is one: exact up to `exact_knn_max` vectors,
+above that the nearest few thousand by the Hamming distance of the copy's sign bits, rescored
+exactly on its floats. Otherwise from the stored floats: exact up to `exact_knn_max` vectors,
+above that a Hamming KNN on vec0's sign bits rescored on the floats of `record_vectors`.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class SQLiteSearch:
             self._sync(conn)
             part = self._vector_partition(conn, user_id)
             if part is not None:
-                return part.search(arr, int(k), include_invalid)
+                return part.search(arr, int(k), include_invalid, coarse_above=self.exact_knn_max)
             size = self._partition_size(conn, user_id)
             if size == 0:
                 return []

@@ -41,6 +41,7 @@ from engine.stores.sqlite.driver import (
 from engine.stores.sqlite.migrations import migrate, schema_version
 from engine.stores.sqlite.records import SQLiteRecords
 from engine.stores.sqlite.search import EXACT_KNN_MAX, SQLiteSearch
+from engine.stores.sqlite.sidecar import VectorSidecar
 from engine.stores.sqlite.vectors import (
     VECTOR_CACHE_MB,
     VectorCache,
@@ -87,6 +88,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self.vector_cache_bytes = int(max(0.0, float(vector_cache_mb)) * 2**20)
         #: user -> in-memory vectors (least recently used first), at most vector_cache_bytes in all
         self._vcache = VectorCache(budget_bytes=self.vector_cache_bytes, dim=self.dim)
+        self._sidecar: VectorSidecar | None = None
         self._data_version: int | None = None
         self._conn = None
         with self._errors():
@@ -175,6 +177,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
                 "or re-embed every record with replace_vectors into a new store"
             )
         self.stored_embedder_name = self._meta("embedder_name")
+        if not self._memory:  # large partitions saved beside the file, for a fast cold start (never the truth)
+            self._sidecar = VectorSidecar(self.path, self.dim, self._meta("store_id"))
 
     def _meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -188,9 +192,22 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
     def close(self) -> None:
         with self._lock:
             if not self._closed and self._conn is not None:
+                self._save_partitions()
                 with self._errors():
                     self._conn.close()
             self._closed = True
+
+    def _save_partitions(self) -> None:
+        """Save the current in-memory partitions that changed since their copy on disk (sidecar)."""
+        if self._sidecar is None or self._depth:
+            return
+        try:
+            for user_id in list(self._vcache):
+                part = self._vcache[user_id]
+                if self._stored_version(self._conn, user_id) == part.version:
+                    self._sidecar.save(self._conn, user_id, part)
+        except Exception:  # noqa: BLE001, S110 - a cache that could not be saved is rebuilt from the database
+            pass
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -302,12 +319,17 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         part = self._vcache.current(user_id, version)
         if part is not None or not build or not self._vcache.fits(self._partition_size(conn, user_id)):
             return part
-        rows = conn.execute(
-            "SELECT r.id, r.valid, v.embedding FROM records r JOIN record_vectors v ON v.id = r.id "
-            "WHERE r.user_id = ? ORDER BY r.id",
-            (user_id,),
-        ).fetchall()
-        return self._vcache.put(user_id, partition_from_rows(version, rows, self.dim))
+        part = None if self._sidecar is None else self._sidecar.load(conn, user_id, version)
+        if part is None:
+            rows = conn.execute(
+                "SELECT r.id, r.valid, v.embedding FROM records r JOIN record_vectors v ON v.id = r.id "
+                "WHERE r.user_id = ? ORDER BY r.id",
+                (user_id,),
+            ).fetchall()
+            part = partition_from_rows(version, rows, self.dim)
+            if self._sidecar is not None and self._depth == 0:
+                self._sidecar.save(conn, user_id, part)
+        return self._vcache.put(user_id, part)
 
     # -- privacy and stats -------------------------------------------------------------------------
 
@@ -327,6 +349,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             # no trace of the user stays; a later partition of the same name gets a fresh version
             self._delete_user_rows(conn, user_id, ("partition_versions", "record_counts"))
             self._vcache.pop(user_id)
+            if self._sidecar is not None:
+                self._sidecar.forget(user_id)
             # merge FTS segments so the deleted tokens leave the index, not just the content table
             conn.execute("INSERT INTO records_fts(records_fts) VALUES ('optimize')")
             self._partition_sizes.clear()

@@ -27,16 +27,40 @@ BYTES_PER_VECTOR_OVERHEAD = 120
 class VectorPartition:
     """One user's vectors in memory, with ids, inverse norms and validity, patched in place."""
 
-    __slots__ = ("ids", "index", "inv_norm", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_index", "ids", "inv_norm", "mat", "n", "valid", "version")
 
-    def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray):
+    def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
+                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None):
         self.version = version
         self.n = len(ids)
         self.ids = ids
         self.mat = mat
-        self.inv_norm = self._inv_norm(mat)
+        self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
-        self.index = {int(rid): i for i, rid in enumerate(ids.tolist())}
+        self._index: dict[int, int] | None = None  # id -> row, made when a patch or lookup needs it
+        self._codes: np.ndarray | None = codes  # sign bits as uint64 words, made on the first coarse search
+
+    @property
+    def index(self) -> dict[int, int]:
+        if self._index is None:
+            self._index = {int(rid): i for i, rid in enumerate(self.ids[: self.n].tolist())}
+        return self._index
+
+    @property
+    def codes(self) -> np.ndarray:
+        if self._codes is None or len(self._codes) < self.n:
+            self._codes = self.sign_codes(self.mat[: self.n])
+        return self._codes
+
+    @staticmethod
+    def sign_codes(mat: np.ndarray) -> np.ndarray:
+        """Each row's sign bits packed into uint64 words (zero padded), for Hamming distances."""
+        mat = np.atleast_2d(mat)
+        packed = np.packbits(mat > 0, axis=1, bitorder="little")
+        pad = -packed.shape[1] % 8
+        if pad:
+            packed = np.concatenate([packed, np.zeros((len(packed), pad), dtype=np.uint8)], axis=1)
+        return np.ascontiguousarray(packed).view(np.uint64)
 
     @staticmethod
     def _inv_norm(mat: np.ndarray) -> np.ndarray:
@@ -45,7 +69,8 @@ class VectorPartition:
 
     @property
     def nbytes(self) -> int:
-        return int(self.mat.nbytes + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes) + 100 * len(self.index)
+        codes = 0 if self._codes is None else self._codes.nbytes
+        return int(self.mat.nbytes + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
 
     def append(self, ids: Sequence[int], mat: np.ndarray, valid: Sequence[bool]) -> None:
         m = len(ids)
@@ -57,18 +82,23 @@ class VectorPartition:
                 new[: self.n] = old[: self.n]
                 setattr(self, name, new)
         sl = slice(self.n, self.n + m)
+        if self._codes is not None:
+            self._codes = np.concatenate([self._codes[: self.n], self.sign_codes(mat)])
         self.ids[sl] = ids
         self.mat[sl] = mat
         self.inv_norm[sl] = self._inv_norm(mat)
         self.valid[sl] = valid
-        for i, rid in enumerate(ids):
-            self.index[int(rid)] = self.n + i
+        if self._index is not None:
+            for i, rid in enumerate(ids):
+                self._index[int(rid)] = self.n + i
         self.n += m
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
         i = self.index[int(rid)]
         self.mat[i] = arr
         self.inv_norm[i] = self._inv_norm(arr.reshape(1, -1))[0]
+        if self._codes is not None:
+            self._codes[i] = self.sign_codes(arr.reshape(1, -1))[0]
 
     def set_valid(self, rid: int, valid: bool) -> None:
         self.valid[self.index[int(rid)]] = valid
@@ -76,11 +106,17 @@ class VectorPartition:
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         return {int(rid): self.mat[self.index[int(rid)]] for rid in ids if int(rid) in self.index}
 
-    def search(self, q: np.ndarray, k: int, include_invalid: bool) -> list[tuple[int, float]]:
-        """Exact top-k by cosine, best first, ties by id."""
+    def search(self, q: np.ndarray, k: int, include_invalid: bool, *, coarse_above: int | None = None,
+               coarse_min: int = 2048, coarse_factor: int = 32) -> list[tuple[int, float]]:
+        """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors coarse to
+        fine (the max(coarse_min, coarse_factor·k) nearest by the Hamming distance of sign bits,
+        rescored exactly on the floats). A coarse pool that would hold every vector is exact."""
         n = self.n
         if n == 0:
             return []
+        pool = max(int(coarse_min), int(coarse_factor) * int(k))
+        if coarse_above is not None and n > coarse_above and pool < n:
+            return self._coarse_search(q, k, include_invalid, pool)
         qn = float(np.linalg.norm(q))
         # einsum, not BLAS: a threaded sgemv is 2-4x slower on a busy 2-core machine and no faster idle
         scores = np.einsum("ij,j->i", self.mat[:n], q) * self.inv_norm[:n]
@@ -90,17 +126,43 @@ class VectorPartition:
             valid = self.valid[:n]
             eligible = int(np.count_nonzero(valid))
             scores[~valid] = -np.inf
+        return self._top(scores, np.arange(n), k, eligible)
+
+    def _top(self, scores: np.ndarray, rows: np.ndarray, k: int, eligible: int) -> list[tuple[int, float]]:
+        """The k best of `scores` (for partition rows `rows`; -inf for the ineligible), ties by id."""
+        m = len(scores)
         k = min(k, eligible)
         if k <= 0:
             return []
-        if k < n:  # everything at least as good as the k-th score, so ties at the edge go by id
-            kth = np.partition(scores, n - k)[n - k]
+        if k < m:  # everything at least as good as the k-th score, so ties at the edge go by id
+            kth = np.partition(scores, m - k)[m - k]
             cand = np.flatnonzero(scores >= kth)
         else:
             cand = np.flatnonzero(scores > -np.inf)
-        ids = self.ids[cand]
+        ids = self.ids[rows[cand]]
         order = np.lexsort((ids, -scores[cand]))[:k]
         return [(int(ids[i]), float(scores[cand[i]])) for i in order]
+
+    def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
+        n = self.n
+        words = np.bitwise_count(self.codes[:n] ^ self.sign_codes(q)[0])
+        ham = words[:, 0].astype(np.uint16)
+        for j in range(1, words.shape[1]):
+            ham += words[:, j]
+        eligible = n
+        if not include_invalid:
+            valid = self.valid[:n]
+            eligible = int(np.count_nonzero(valid))
+            ham[~valid] = np.iinfo(np.uint16).max
+        pool = min(pool, eligible)
+        if pool <= 0:
+            return []
+        rows = np.argpartition(ham, pool - 1)[:pool] if pool < n else np.arange(n)
+        rows = rows[ham[rows] < np.iinfo(np.uint16).max] if not include_invalid else rows
+        qn = float(np.linalg.norm(q))
+        scores = np.einsum("ij,j->i", self.mat[rows], q) * self.inv_norm[rows]
+        scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
+        return self._top(scores, rows, k, len(rows))
 
 
 class VectorCache:
