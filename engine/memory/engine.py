@@ -59,6 +59,7 @@ from engine.memory.turn import (
     inject,
     last_user_message,
     leaving_window,
+    live_window,
     recall,
 )
 from engine.memory.window import (
@@ -157,13 +158,17 @@ class MemoryEngine:
             turn = self.events_log.next_turn(user_id, session_id)
             compact_session(self.store, user_id, session_id, turn=turn, full_turns=self.config.log_full_turns)
             event = catch_up(self, user_id, session_id)
-            if check_gate(self, user_id, session_id).will_fire:
+            # one read of the live window, shared by the steps; read again only after an event
+            view = live_window(self, user_id, session_id)
+            if check_gate(self, user_id, session_id, view).will_fire:
                 event = fire_event(self, user_id, session_id)
-            if self.config.overflow_extract and (leaving := leaving_window(self, user_id, session_id)):
+                view = live_window(self, user_id, session_id)
+            if self.config.overflow_extract and (leaving := leaving_window(self, user_id, session_id, view)):
                 event = extract_overflow(self, user_id, session_id, event, leaving)
-            query = last_user_message(self.store, user_id, session_id)
-            picks = recall(self, self.live_records, user_id, session_id, query, event)
-            prompt = inject(self, user_id, session_id, picks, event)
+                view = live_window(self, user_id, session_id)
+            query = last_user_message(self.store, user_id, session_id, view)
+            picks = recall(self, self.live_records, user_id, session_id, query, event, view)
+            prompt = inject(self, user_id, session_id, picks, event, view)
             expose(self, user_id, session_id, picks.records, event)
             if picks.retrieval is not None or self.config.retrieval_policy == "per_turn":
                 self.last_retrieval = picks.retrieval
