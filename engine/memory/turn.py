@@ -20,7 +20,13 @@ from engine.memory.profile import profile_for_prompt
 from engine.memory.recall import retrieve
 from engine.memory.reinforce import log_exposure, reinforce
 from engine.memory.results import EventOutcome, GateStatus, Retrieval
-from engine.memory.window import WindowView, fit_window, pending_messages, read_window, window_messages
+from engine.memory.window import (
+    WindowView,
+    fit_window,
+    pending_messages,
+    read_window,
+    window_messages,
+)
 from engine.stores.base import Store
 
 __all__ = ["Recall", "live_window", "catch_up", "check_gate", "fire_event", "leaving_window", "extract_overflow", "last_user_message",
