@@ -25,7 +25,6 @@ from engine.memory.window import (
     fit_window,
     pending_messages,
     read_window,
-    window_messages,
 )
 from engine.stores.base import Store
 
@@ -90,8 +89,8 @@ def leaving_window(ctx: EngineContext, user_id: str, session_id: str, view: Wind
     """
     cfg = ctx.config
     view = view if view is not None else read_window(ctx.store, user_id, session_id, keep_recent=cfg.keep_recent)
-    window, pending = view.messages, list(view.pending)
-    shown = fit_window(window, cfg.context_budget, ctx.counter)
+    pending = list(view.pending)
+    shown = view.fitted(cfg.context_budget, ctx.counter)
     if not pending or not shown or pending[0].id >= shown[0].id:
         return []
     keep = fit_window(pending, max(1, int(cfg.context_budget * cfg.overflow_keep)), ctx.counter)
@@ -173,9 +172,9 @@ def inject(ctx: EngineContext, user_id: str, session_id: str, picks: Recall, eve
            view: WindowView | None = None) -> BuiltPrompt:
     """Step 5: core → profile → records → date → window, logged with its token counts."""
     cfg, store = ctx.config, ctx.store
-    window = view.messages if view is not None else window_messages(store, user_id, session_id,
-                                                                     keep_recent=cfg.keep_recent)[0]
-    window = fit_window(window, cfg.context_budget, ctx.counter)
+    if view is None:
+        view = read_window(store, user_id, session_id, keep_recent=cfg.keep_recent)
+    window = view.fitted(cfg.context_budget, ctx.counter)
     profile, held_values, dates = profile_for_prompt(store, store.get_profile(user_id), picks.excluded,
                                                      picks.candidates)
     prompt = build_prompt(core=cfg.core_prompt, profile=profile, records=picks.records, window=window,

@@ -7,7 +7,7 @@ processed ones; every read is bounded (the tail behind the cursor, and what is p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,15 @@ class WindowView:
     cursor: int
     recent: tuple[Message, ...]
     pending: tuple[Message, ...]
+    _fitted: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def fitted(self, budget: int, counter: TokenCounter) -> list[Message]:
+        """`fit_window(self.messages, budget, counter)`, worked out once per view (the overflow
+        check and the injection both need it)."""
+        key = (budget, id(counter))
+        if key not in self._fitted:
+            self._fitted[key] = (counter, fit_window(self.messages, budget, counter))
+        return list(self._fitted[key][1])
 
     @property
     def messages(self) -> list[Message]:
