@@ -168,8 +168,9 @@ class MemoryEngine:
                 view = live_window(self, user_id, session_id)
             query = last_user_message(self.store, user_id, session_id, view)
             picks = recall(self, self.live_records, user_id, session_id, query, event, view)
-            prompt = inject(self, user_id, session_id, picks, event, view)
-            expose(self, user_id, session_id, picks.records, event)
+            with self.store.transaction():  # injection and exposure: one commit
+                prompt = inject(self, user_id, session_id, picks, event, view)
+                expose(self, user_id, session_id, picks.records, event)
             if picks.retrieval is not None or self.config.retrieval_policy == "per_turn":
                 self.last_retrieval = picks.retrieval
             self.last_prompt = prompt
@@ -255,7 +256,7 @@ class MemoryEngine:
         _check_id(session_id, "session_id")
         text = content_text(content)
         stamp = ensure_aware(at, what="message time") if at is not None else self.now()
-        with self._lock:
+        with self._lock, self.store.transaction():  # the message and its stamp land together (one commit)
             msg = self.store.add_message(Message(user_id=user_id, session_id=session_id, role=role, content=text,
                                                  created_at=stamp, name=name, tool_call_id=tool_call_id))
             self.log(user_id, session_id, "stamp", {"message_id": msg.id, "role": role, "at": stamp.isoformat(),

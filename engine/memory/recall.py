@@ -81,18 +81,19 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     event_id = None
     if log:
         logged = ranking.logged_rows(cfg.score_log_rows, excluded)
-        ev = ctx.log(user_id, session_id or "", "retrieve", {
-            "query": parsed.model_dump(mode="json"),
-            "theme": theme,
-            "weights": weights.to_dict(),
-            "candidates": len(cands),
-            "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
-            "picked": picked,
-            "rows_logged": len(logged),
-            "assistant_recall": bool(parsed.needs_assistant),
-            **parser_note(ctx.models.query_parser),
-        }, event_no=event_no)
-        store.append_scores(ev.id, user_id, logged)
+        with store.transaction():  # the retrieval's event and its score rows: one commit
+            ev = ctx.log(user_id, session_id or "", "retrieve", {
+                "query": parsed.model_dump(mode="json"),
+                "theme": theme,
+                "weights": weights.to_dict(),
+                "candidates": len(cands),
+                "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
+                "picked": picked,
+                "rows_logged": len(logged),
+                "assistant_recall": bool(parsed.needs_assistant),
+                **parser_note(ctx.models.query_parser),
+            }, event_no=event_no)
+            store.append_scores(ev.id, user_id, logged)
         event_id = ev.id
     return Retrieval(query=parsed, ranking=ranking, records=results.records, picked=picked, weights=weights, at=now,
                      event_id=event_id, assistant_replies=replies, excluded=excluded)
