@@ -31,7 +31,8 @@ def test_a_contradicted_record_is_never_served(pair, policy, filler, step):
         engine.turn("u", "s1", text)
         clock.advance(60)
     assert any(old in r.content for r in engine.records("u"))
-    engine.set_config(engine.config.with_overrides(trigger_threshold=100, idle_event=False))  # no event from here
+    # no event from here (cue_event off: the guard, not the change-cue gate, must hold the record back)
+    engine.set_config(engine.config.with_overrides(trigger_threshold=100, idle_event=False, cue_event=False))
     engine.turn("u", "s2", "Where do I live?")  # a new session: under on_event its picks are kept
     for text in [*filler, f"I moved to {new} last week."]:
         clock.advance(step)

@@ -119,7 +119,9 @@ def test_memlab_bench_cost_prints_tables_and_writes_json(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "cost" and "machine" in doc and "commit" in doc
     assert set(doc["sets"]["all"]["summary"]) == set(CONFIGS)
-    assert set(doc["targets"]) == {"internal_calls_per_turn", "input_ratio", "recall_not_worse"}
+    assert set(doc["targets"]) == {"internal_calls_per_turn", "input_ratio_budget_bound", "recall_not_worse",
+                                   "budget_bound_recall_not_worse"}
+    assert "input tokens by role" in text
 
 
 def test_bench_cost_rejects_a_glob_that_matches_nothing(capsys):

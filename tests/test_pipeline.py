@@ -369,7 +369,8 @@ def test_a_record_the_live_window_contradicts_is_not_served():
     engine, clock = make(tau_m=1, slice_value=0.01, long_term_value=0.02, trigger_threshold=2)
     chat(engine, clock, ["I live in Beijing.", "My dog is called Rex."], step=60)
     assert any("Beijing" in r.content for r in engine.store.records("alice"))
-    engine.set_config(engine.config.with_overrides(trigger_threshold=100, idle_event=False))  # no event now
+    engine.set_config(engine.config.with_overrides(trigger_threshold=100, idle_event=False,
+                                                   cue_event=False))  # no event now
     engine.turn("alice", "s1", "I moved to Shanghai last week.")
     r = engine.turn("alice", "s1", "Where do I live now?")
     assert not r.event_fired

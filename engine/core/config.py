@@ -186,6 +186,7 @@ class MemoryConfig:
     long_term_value: float = 0.9
     induct_min_records: int = 3  # the inducer waits until this many mature, lasting, current records are past its cursor
     induct_max_wait: float = 604800.0  # ... or until the oldest of them was said this many seconds ago
+    induct_at_once: bool = True  # records the profile shows at once (identity, preference, ...) never wait for a batch
     decay_enabled: bool = True
     consolidation_k: float = 0.5
     # -- trigger: when working memory is "full enough" for an event --
@@ -194,8 +195,10 @@ class MemoryConfig:
     context_budget: int = 4000  # tokens of working memory the chat model is given
     keep_recent: int = 4  # messages kept in the window after truncation, for continuity
     overflow_extract: bool = True  # no blind spot: extract pending messages before the budgeted window drops them
-    overflow_keep: float = 0.5  # a window overflow extracts pending messages until the rest fit this share of the budget
+    overflow_keep: float = 0.1  # a window overflow extracts pending messages until the rest fit this share of the budget
     idle_event: bool = True  # an idle gap past the slice gate opens the gate without the trigger
+    skip_contentless: bool = True  # a window whose user messages are only questions and acknowledgements: no extractor call
+    cue_event: bool = True  # a pending user message with a change cue opens the gate: extracted on its turn, not read twice
     # -- weights (defaults; tuned per theme when tune_weights) --
     weights: Weights = field(default_factory=Weights)
     tune_weights: bool = False  # per-theme weights by the tuner role: measured to change no bundled outcome, so off
@@ -217,7 +220,7 @@ class MemoryConfig:
     include_history: bool = False  # serve superseded records too
     live_contradiction: str = "cues"  # the live-window guard: "cues" | "always" | "off" (engine.memory.contradiction)
     # -- dimensional extraction and retrieval --
-    window: int = 15
+    window: int = 40
     overlap: int = 3
     paths: tuple[str, ...] = RETRIEVAL_PATHS  # which retrieval paths run
     fusion: str = "anchored"  # score fusion over the paths: "anchored" | "minmax" | "seed" (the first seed's dense-only R)

@@ -328,7 +328,8 @@ class MemoryEngine:
         if incoming:
             pending = [*pending, Message(user_id=user_id, session_id=session_id, role="user", content="",
                                          created_at=now)]
-        return gate_status(pending, now=now, config=self.config, counter=self.counter)
+        return gate_status(pending, now=now, config=self.config, counter=self.counter,
+                           has_memory=self.store.count_records(user_id, include_invalid=False) > 0)
 
     def records(self, user_id: str, *, include_invalid: bool = True) -> list[MemoryRecord]:
         return self.store.records(user_id, include_invalid=include_invalid)

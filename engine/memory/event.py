@@ -16,13 +16,14 @@ import numpy as np
 
 from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
-from engine.memory.extraction import Window, call_extractor, profile_name, to_records, windows
-from engine.memory.gate import mature_prefix
+from engine.memory.extraction import Window, call_extractor, profile_name, says_nothing, to_records, windows
+from engine.memory.gate import cue_events, mature_prefix
 from engine.memory.profile import correct_profile, induct
 from engine.memory.results import EventOutcome
 from engine.memory.retrieval import record_text
 from engine.memory.update import UpdateStats, apply_updates
 from engine.memory.weights import tune_theme
+from engine.roles.types import ExtractionOutput
 
 __all__ = ["run_event", "new_event_no"]
 
@@ -42,7 +43,8 @@ def run_event(ctx: EngineContext, user_id: str, session_id: str, *, event_no: in
     cursor = store.get_cursor(user_id, session_id, "extract")
     pending = store.messages(user_id, session_id=session_id, after_id=cursor, upto_id=upto_id)
     if mature_only:
-        pending = mature_prefix(pending, now, cfg.slice_gate_seconds)
+        pending = mature_prefix(pending, now, cfg.slice_gate_seconds,
+                                cue=cue_events(cfg) and store.count_records(user_id, include_invalid=False) > 0)
     if not pending:
         ctx.log(user_id, log_session, "extract", {"session": session_id, "messages": 0, "records": 0},
                 event_no=event_no)
@@ -100,8 +102,11 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
     store, cfg, now = ctx.store, ctx.config, ctx.now()
     chunk = window.new
     inp = window.as_input(user_id, session_id, profile_name(store.get_profile(user_id)))
+    skipped = cfg.skip_contentless and says_nothing(chunk)
     try:
-        out = call_extractor(ctx, inp, log_session=log_session, event_no=event_no, purpose="event")
+        # a window of questions and acknowledgements only: no extractor call, the cursor still moves
+        out = ExtractionOutput() if skipped else call_extractor(ctx, inp, log_session=log_session,
+                                                                event_no=event_no, purpose="event")
         with store.transaction():
             recs = to_records(out, chunk, user_id=user_id, session_id=session_id, now=now)
             vecs = record_vectors(ctx, recs, chunk)
@@ -119,6 +124,7 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
         "context_ids": [m.id for m in window.context],
         "records": len(recs),
         "contents": [r.content for r in recs],
+        **({"skipped": "no user statement (questions and acknowledgements only)"} if skipped else {}),
     }, event_no=event_no)
     ctx.log(user_id, log_session, "update", {"session": session_id, **stats.to_dict()}, event_no=event_no)
     for x in stats.merged:  # a restatement is a genuine reinforcement, at the time it was said

@@ -9,6 +9,7 @@ window's last message, times are parsed into spans, the source time is kept.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,7 @@ from engine.memory.context import EngineContext
 from engine.roles.types import ExtractionInput, ExtractionOutput, WindowMessage
 
 __all__ = ["Window", "windows", "window_message", "profile_name", "to_records", "extraction_entry",
-           "call_extractor"]
+           "call_extractor", "says_nothing", "contentless"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,6 +44,37 @@ def windows(pending: Sequence[Message], before: Sequence[Message], *, size: int,
         chunk = tuple(pending[start:start + step])
         context = tuple((list(before) + list(pending[:start]))[-overlap:]) if overlap else ()
         yield Window(context=context, new=chunk)
+
+
+#: A user message that states nothing about the user: an acknowledgement or greeting, whole.
+_ACK = re.compile(
+    r"^\s*(ok(ay)?|k|sure|yes|yeah|yep|no|nope|thanks?( you)?( so much| a lot)?|thx|ty|great|cool|nice|got it|noted|"
+    r"hi|hello|hey|bye|goodbye|see you|good (morning|afternoon|evening|night)|"
+    r"好的?|好吧|嗯|谢谢(你)?|多谢|你好|再见|明白了?|知道了)[\s!.,。！，~]*$", re.IGNORECASE)
+#: First-person words: a message carrying one may say something about the user ("my order", "我").
+_FIRST_PERSON = re.compile(r"\b(my|me|mine|myself|we|our|ours|us|i'm|i've|i'd|i'll|im)\b|我|咱", re.IGNORECASE)
+#: "I" as the subject of an information question ("can I pay by card?", "how do I ...").
+_QUESTION_I = re.compile(r"\b(can|could|do|does|did|should|may|might|will|would|am|shall)\s+i\b", re.IGNORECASE)
+
+
+def contentless(text: str) -> bool:
+    """A user message a memory record cannot rest on, by a cheap rule: an acknowledgement or a
+    greeting, or an information question about something other than the user (it ends with a
+    question mark and has no first-person word besides an asking "can I" / "do I"). A request is
+    never contentless: "could you add flour to my order?" has "my"."""
+    t = text.strip()
+    if not t or _ACK.match(t):
+        return True
+    if not t.endswith(("?", "？")):
+        return False
+    rest = _QUESTION_I.sub(" ", t)
+    return not _FIRST_PERSON.search(rest) and not re.search(r"\bi\b", rest, re.IGNORECASE)
+
+
+def says_nothing(new: Sequence[Message]) -> bool:
+    """Whether a window's new messages can yield no record: no user message states anything
+    (the assistant's words become records only when the user adopts them, which is a statement)."""
+    return all(m.role != "user" or contentless(m.content) for m in new)
 
 
 def profile_name(profile: UserProfile) -> str | None:

@@ -42,7 +42,7 @@ def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int) 
     eligible = [r for r in batch if r.is_current and r.lasting]
     waited = max(((now - (r.said_at or r.valid_from or r.created_at)).total_seconds() for r in eligible), default=0.0)
     if 0 < len(eligible) < cfg.induct_min_records and len(batch) < MAX_INDUCTION_BATCH \
-            and waited < cfg.induct_max_wait and not any(_profile_bound(r) for r in eligible):
+            and waited < cfg.induct_max_wait and not (cfg.induct_at_once and any(_profile_bound(r) for r in eligible)):
         # batched induction: one inducer call per `induct_min_records` records, not one per event
         ctx.log(user_id, session_id, "induct", {"waiting_ids": [r.id for r in batch], "deferred": True,
                                                "eligible": len(eligible), "min_records": cfg.induct_min_records,

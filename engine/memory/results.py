@@ -45,6 +45,7 @@ class GateStatus:
     idle_open: bool
     will_fire: bool
     slice_gate_seconds: float
+    cue_open: bool = False  # a pending user message announcing a change opened the gate (cue_event)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in

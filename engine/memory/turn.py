@@ -69,7 +69,8 @@ def catch_up(ctx: EngineContext, user_id: str, session_id: str) -> EventOutcome 
 def check_gate(ctx: EngineContext, user_id: str, session_id: str, view: WindowView | None = None) -> GateStatus:
     """The gate for this session now, logged with its numbers."""
     pending = list(view.pending) if view is not None else pending_messages(ctx.store, user_id, session_id)
-    gate = gate_status(pending, now=ctx.now(), config=ctx.config, counter=ctx.counter)
+    gate = gate_status(pending, now=ctx.now(), config=ctx.config, counter=ctx.counter,
+                       has_memory=ctx.store.count_records(user_id, include_invalid=False) > 0)
     ctx.log(user_id, session_id, "gate", gate.to_dict())
     return gate
 

@@ -1,0 +1,56 @@
+"""`skip_contentless`: a window whose user messages state nothing (information questions,
+acknowledgements) costs no extractor call; a statement or a request always reaches the extractor."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engine.core.clock import VirtualClock
+from engine.core.config import MemoryConfig
+from engine.core.records import Message
+from engine.memory.engine import MemoryEngine
+from engine.memory.extraction import contentless, says_nothing
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text", ["Can I pay in instalments for large orders?", "Do you ship to Ningbo as well?",
+                                  "Is the kettle available in blue?", "快递一般几天能到?", "Thanks!", "Noted.", "好的。"])
+def test_questions_and_acknowledgements_state_nothing(text):
+    assert contentless(text)
+
+
+@pytest.mark.parametrize("text", ["I live in Hangzhou.", "How do I update my email preferences?",
+                                  "Could you add two bags of flour to my next order?", "我是做什么工作的?",
+                                  "We are moving next month?", "Thanks, I'm vegetarian by the way.", "no, I said Tuesday"])
+def test_statements_requests_and_first_person_questions_are_extracted(text):
+    assert not contentless(text)
+
+
+def _m(i, role, text):
+    return Message(id=i, user_id="u", session_id="s", role=role, content=text, created_at=T0)
+
+
+def test_a_window_says_nothing_only_when_no_user_message_states_anything():
+    assert says_nothing([_m(1, "assistant", "Noted.")])
+    assert says_nothing([_m(1, "user", "Do you gift wrap?"), _m(2, "assistant", "Yes, we love birthdays!")])
+    assert not says_nothing([_m(1, "user", "Do you gift wrap?"), _m(2, "assistant", "Yes."),
+                             _m(3, "user", "My sister's birthday is on Friday.")])
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_an_event_over_questions_calls_no_extractor_and_moves_the_cursor(skip):
+    clock = VirtualClock(T0)
+    engine = MemoryEngine(MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01,
+                                                   trigger_threshold=2, skip_contentless=skip), clock=clock)
+    for line in ["What are your opening hours?", "Do you ship to Ningbo?", "Is express shipping extra?"]:
+        engine.turn("alice", "s1", line)
+        clock.advance(timedelta(minutes=1))
+    calls = [e for e in engine.events(kind="extraction")]
+    skipped = [e for e in engine.events(kind="extract") if e.payload.get("skipped")]
+    assert (calls == []) == skip and bool(skipped) == skip
+    assert engine.store.get_cursor("alice", "s1", "extract") > 0
+    engine.turn("alice", "s1", "I live in Hangzhou.")
+    clock.advance(timedelta(minutes=1))
+    engine.turn("alice", "s1", "Thanks.")
+    assert any("Hangzhou" in r.content for r in engine.store.records("alice"))
