@@ -15,14 +15,15 @@ T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("text", ["Can I pay in instalments for large orders?", "Do you ship to Ningbo as well?",
-                                  "Is the kettle available in blue?", "快递一般几天能到?", "Thanks!", "Noted.", "好的。"])
+                                  "Is the kettle available in blue?", "快递一般几天能到?", "Thanks!", "Good morning.", "谢谢。"])
 def test_questions_and_acknowledgements_state_nothing(text):
     assert contentless(text)
 
 
 @pytest.mark.parametrize("text", ["I live in Hangzhou.", "How do I update my email preferences?",
                                   "Could you add two bags of flour to my next order?", "我是做什么工作的?",
-                                  "We are moving next month?", "Thanks, I'm vegetarian by the way.", "no, I said Tuesday"])
+                                  "We are moving next month?", "Thanks, I'm vegetarian by the way.", "no, I said Tuesday",
+                                  "Yes.", "No", "Sure!", "ok", "好的。"])
 def test_statements_requests_and_first_person_questions_are_extracted(text):
     assert not contentless(text)
 
@@ -33,6 +34,7 @@ def _m(i, role, text):
 
 def test_a_window_says_nothing_only_when_no_user_message_states_anything():
     assert says_nothing([_m(1, "assistant", "Noted.")])
+    assert not says_nothing([_m(1, "assistant", "Are you allergic to nuts?"), _m(2, "user", "Yes.")])
     assert says_nothing([_m(1, "user", "Do you gift wrap?"), _m(2, "assistant", "Yes, we love birthdays!")])
     assert not says_nothing([_m(1, "user", "Do you gift wrap?"), _m(2, "assistant", "Yes."),
                              _m(3, "user", "My sister's birthday is on Friday.")])

@@ -46,11 +46,13 @@ def windows(pending: Sequence[Message], before: Sequence[Message], *, size: int,
         yield Window(context=context, new=chunk)
 
 
-#: A user message that states nothing about the user: an acknowledgement or greeting, whole.
+#: A user message that states nothing about the user: thanks, a greeting or a farewell, whole.
+#: Answers ("yes", "no", "ok", "sure", "好的") are not here: after "are you allergic to nuts?" or
+#: "shall I deliver on Friday?" an answer is how the user adopts the question, a statement.
 _ACK = re.compile(
-    r"^\s*(ok(ay)?|k|sure|yes|yeah|yep|no|nope|thanks?( you)?( so much| a lot)?|thx|ty|great|cool|nice|got it|noted|"
+    r"^\s*(thanks?( you)?( so much| a lot)?|thx|ty|great|cool|nice|"
     r"hi|hello|hey|bye|goodbye|see you|good (morning|afternoon|evening|night)|"
-    r"好的?|好吧|嗯|谢谢(你)?|多谢|你好|再见|明白了?|知道了)[\s!.,。！，~]*$", re.IGNORECASE)
+    r"谢谢(你)?|多谢|你好|再见)[\s!.,。！，~]*$", re.IGNORECASE)
 #: First-person words: a message carrying one may say something about the user ("my order", "我").
 _FIRST_PERSON = re.compile(r"\b(my|me|mine|myself|we|our|ours|us|i'm|i've|i'd|i'll|im)\b|我|咱", re.IGNORECASE)
 #: "I" as the subject of an information question ("can I pay by card?", "how do I ...").
