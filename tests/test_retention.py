@@ -174,3 +174,27 @@ def test_log_full_turns_is_checked():
     with pytest.raises(ConfigError, match="log_full_turns"):
         MemoryConfig(log_full_turns=-1)
     assert MemoryConfig.from_dict({"log_full_turns": 50.0}).log_full_turns == 50
+
+
+def test_a_large_window_compacts_in_steps_with_the_same_result(monkeypatch):
+    import engine.memory.retention as retention
+
+    full, turns = 64, 100
+    step = retention.stride(full)
+    assert step == 4 and retention.stride(FULL) == 1 and retention.stride(200) == 12
+    stepped, _ = play(full, turns=turns)
+    monkeypatch.setattr(retention, "MAX_STRIDE", 1)
+    every, _ = play(full, turns=turns)
+
+    def compacted_turns(eng):
+        return {e.turn for e in eng.events(user_id=USER) if e.kind == COMPACTED_KIND or "compacted" in e.payload}
+
+    done = compacted_turns(stepped)
+    assert done and max(done) <= turns - full and max(done) > turns - full - step
+    assert compacted_turns(every) >= done and max(compacted_turns(every)) == turns - full
+    # what a compacted turn keeps does not depend on the step it was compacted in
+    assert [_strip(e) for e in stepped.events(user_id=USER) if e.turn in done] == \
+           [_strip(e) for e in every.events(user_id=USER) if e.turn in done]
+    # most turns read one event to see that nothing is due
+    late = [r.get("events", 0) for r in stepped.reads_per_turn[-2 * step:]]
+    assert sorted(late)[len(late) // 2] <= 2 and max(late) < 12 * step + 40

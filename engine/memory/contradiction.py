@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -47,8 +48,10 @@ _CUE_RE = re.compile(
     "|".join(rf"\b{re.escape(c)}\b" if c.isascii() else re.escape(c) for c in CHANGE_CUES), re.IGNORECASE)
 
 
+@lru_cache(maxsize=4096)
 def has_change_cue(text: str) -> bool:
-    """Whether a message announces a change (a cheap rule deciding whether the guard reads it)."""
+    """Whether a message announces a change (a cheap rule deciding whether the guard reads it;
+    cached, since a pending message is looked at again every turn until it is extracted)."""
     return bool(_CUE_RE.search(text))
 
 
@@ -61,6 +64,25 @@ class LiveRecords:
         self.max_messages = max_messages
         self._by_message: OrderedDict[tuple[str, int], list[MemoryRecord]] = OrderedDict()
         self._decisions: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
+        self._vectors: OrderedDict[str, Any] = OrderedDict()  # live record text → its embedding
+        self._embedder: Any = None
+
+    def vectors(self, ctx: EngineContext, texts: Sequence[str]) -> list[Any]:
+        """The embeddings of live records' texts: a pending message's live records are compared
+        every turn until it is extracted, so each text is embedded once (per embedder)."""
+        if self._embedder is not ctx.embedder:
+            self._vectors.clear()
+            self._embedder = ctx.embedder
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            for t, v in zip(missing, ctx.embedder.embed_documents(missing), strict=True):
+                self._vectors[t] = v
+        for t in texts:
+            self._vectors.move_to_end(t)
+        out = [self._vectors[t] for t in texts]
+        while len(self._vectors) > 4 * self.max_messages:
+            self._vectors.popitem(last=False)
+        return out
 
     def decide(self, ctx: EngineContext, user_id: str, new: MemoryRecord, old: MemoryRecord, sim: float) -> Any:
         """The consolidator's decision on a live record against a stored one (asked once per pair)."""
@@ -98,6 +120,7 @@ class LiveRecords:
             del self._by_message[key]
         for dkey in [k for k in self._decisions if k[0] == user_id]:
             del self._decisions[dkey]
+        self._vectors.clear()
 
 
 def held_back(ctx: EngineContext, cache: LiveRecords, user_id: str, session_id: str,
@@ -112,12 +135,14 @@ def held_back(ctx: EngineContext, cache: LiveRecords, user_id: str, session_id: 
     held: dict[int, str] = {}
     compared: list[dict] = []
     if live:
-        vecs = ctx.embedder.embed_documents([record_text(r) for r in live])
-        stored = ctx.store.vectors(user_id, list(candidates))
+        vecs = cache.vectors(ctx, [record_text(r) for r in live])
         pool = [r for r in candidates.values() if r.is_current]
-        for new, vec in zip(live, vecs, strict=True):
-            match = best_match(vec, block(new, [r for r in pool if r.id not in held], config=ctx.config), stored,
-                               threshold=ctx.update_cosine)
+        # only records some live record blocks with can match: read just their vectors
+        blocked = [block(new, pool, config=ctx.config) for new in live]
+        wanted = sorted({r.id for b in blocked for r in b if r.id is not None})
+        stored = ctx.store.vectors(user_id, wanted) if wanted else {}
+        for new, vec, blocks in zip(live, vecs, blocked, strict=True):
+            match = best_match(vec, [r for r in blocks if r.id not in held], stored, threshold=ctx.update_cosine)
             if match.record is None:
                 continue
             decision = cache.decide(ctx, user_id, new, match.record, match.cosine)

@@ -59,6 +59,7 @@ from engine.memory.turn import (
     inject,
     last_user_message,
     leaving_window,
+    live_window,
     recall,
 )
 from engine.memory.window import (
@@ -157,14 +158,19 @@ class MemoryEngine:
             turn = self.events_log.next_turn(user_id, session_id)
             compact_session(self.store, user_id, session_id, turn=turn, full_turns=self.config.log_full_turns)
             event = catch_up(self, user_id, session_id)
-            if check_gate(self, user_id, session_id).will_fire:
+            # one read of the live window, shared by the steps; read again only after an event
+            view = live_window(self, user_id, session_id)
+            if check_gate(self, user_id, session_id, view).will_fire:
                 event = fire_event(self, user_id, session_id)
-            if self.config.overflow_extract and (leaving := leaving_window(self, user_id, session_id)):
+                view = live_window(self, user_id, session_id)
+            if self.config.overflow_extract and (leaving := leaving_window(self, user_id, session_id, view)):
                 event = extract_overflow(self, user_id, session_id, event, leaving)
-            query = last_user_message(self.store, user_id, session_id)
-            picks = recall(self, self.live_records, user_id, session_id, query, event)
-            prompt = inject(self, user_id, session_id, picks, event)
-            expose(self, user_id, session_id, picks.records, event)
+                view = live_window(self, user_id, session_id)
+            query = last_user_message(self.store, user_id, session_id, view)
+            picks = recall(self, self.live_records, user_id, session_id, query, event, view)
+            with self.store.transaction():  # injection and exposure: one commit
+                prompt = inject(self, user_id, session_id, picks, event, view)
+                expose(self, user_id, session_id, picks.records, event)
             if picks.retrieval is not None or self.config.retrieval_policy == "per_turn":
                 self.last_retrieval = picks.retrieval
             self.last_prompt = prompt
@@ -250,7 +256,7 @@ class MemoryEngine:
         _check_id(session_id, "session_id")
         text = content_text(content)
         stamp = ensure_aware(at, what="message time") if at is not None else self.now()
-        with self._lock:
+        with self._lock, self.store.transaction():  # the message and its stamp land together (one commit)
             msg = self.store.add_message(Message(user_id=user_id, session_id=session_id, role=role, content=text,
                                                  created_at=stamp, name=name, tool_call_id=tool_call_id))
             self.log(user_id, session_id, "stamp", {"message_id": msg.id, "role": role, "at": stamp.isoformat(),

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from engine.core.config import MemoryConfig
-from engine.core.records import MemoryRecord, ScoreRow
+from engine.core.records import MemoryRecord, Message, ScoreRow
 from engine.memory.candidates import record_tokens
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
@@ -43,8 +43,9 @@ def parse_query(ctx: EngineContext, text: str, *, speaker: str | None, now: date
 
 def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *, session_id: str | None,
              config: MemoryConfig, now: datetime, speaker: str | None = None, log: bool = False,
-             event_no: int | None = None) -> Retrieval:
-    """Tri-path retrieval and forgetting-curve ranking inside the user's partition."""
+             event_no: int | None = None, pending: Sequence[Message] | None = None) -> Retrieval:
+    """Tri-path retrieval and forgetting-curve ranking inside the user's partition. `pending`:
+    the session's pending messages when the caller (a turn) has read them already."""
     cfg, store = config, ctx.store
     parsed = parse_query(ctx, query, speaker=speaker, now=now)
     qvec = ctx.embedder.embed_query(parsed.text) if "dense" in cfg.paths else None
@@ -72,25 +73,27 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     excluded: dict[int, str] = {}
     if session_id and not cfg.include_history:
         excluded = held_back(ctx, live, user_id, session_id, results.records,
-                             pending_messages(store, user_id, session_id), now=now, event_no=event_no)
+                             pending_messages(store, user_id, session_id) if pending is None else pending,
+                             now=now, event_no=event_no)
     ranking = rank(cands, config=cfg, weights=weights, excluded=excluded, aggregate=parsed.aggregate)
     picked = ranking.picked_ids
     replies = assistant_replies(store, user_id, [results.records[i] for i in picked]) if parsed.needs_assistant else {}
     event_id = None
     if log:
         logged = ranking.logged_rows(cfg.score_log_rows, excluded)
-        ev = ctx.log(user_id, session_id or "", "retrieve", {
-            "query": parsed.model_dump(mode="json"),
-            "theme": theme,
-            "weights": weights.to_dict(),
-            "candidates": len(cands),
-            "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
-            "picked": picked,
-            "rows_logged": len(logged),
-            "assistant_recall": bool(parsed.needs_assistant),
-            **parser_note(ctx.models.query_parser),
-        }, event_no=event_no)
-        store.append_scores(ev.id, user_id, logged)
+        with store.transaction():  # the retrieval's event and its score rows: one commit
+            ev = ctx.log(user_id, session_id or "", "retrieve", {
+                "query": parsed.model_dump(mode="json"),
+                "theme": theme,
+                "weights": weights.to_dict(),
+                "candidates": len(cands),
+                "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
+                "picked": picked,
+                "rows_logged": len(logged),
+                "assistant_recall": bool(parsed.needs_assistant),
+                **parser_note(ctx.models.query_parser),
+            }, event_no=event_no)
+            store.append_scores(ev.id, user_id, logged)
         event_id = ev.id
     return Retrieval(query=parsed, ranking=ranking, records=results.records, picked=picked, weights=weights, at=now,
                      event_id=event_id, assistant_replies=replies, excluded=excluded)

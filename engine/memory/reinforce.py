@@ -52,12 +52,12 @@ def reinforce(ctx: EngineContext, user_id: str, session_id: str, records: Sequen
     if not ids:
         return []
     now = ctx.now()
-    with ctx.store.transaction():
+    with ctx.store.transaction():  # the reinforcement and its log entry: one commit
         ctx.store.reinforce(user_id, ids, now)
         ctx.store.set_kv(user_id, key, [*sorted(done_before), *ids][-MAX_SPACED_IDS:])
-    ctx.log(user_id, session_id, "reinforce", {"record_ids": ids, "cause": cause, "at": now.isoformat(),
-                                              "spaced_out": [r.id for r in records if r.id in done_before]},
-            event_no=event_no)
+        ctx.log(user_id, session_id, "reinforce", {"record_ids": ids, "cause": cause, "at": now.isoformat(),
+                                                  "spaced_out": [r.id for r in records if r.id in done_before]},
+                event_no=event_no)
     return ids
 
 

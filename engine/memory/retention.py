@@ -1,13 +1,15 @@
 """Log retention: a session's last `log_full_turns` turns keep every row; older turns are compacted.
 
 Every turn writes ~10 events and up to `score_log_rows` (+ seated and held-back) scoring rows;
-kept forever, that is ~18 KB per turn. Compaction runs on the turn path, one bounded step per
-turn (`MemoryEngine.remember_and_recall`): read the session's events after the retention cursor
-(kv `log-compacted:{session}`, an event id) through the (user, session, id) index, `CHUNK` at a
-time and at most `BATCH`, compact the whole turns among them now older than the window
-(`Store.compact_log`: updates and deletes by event id) and move the cursor. A caught-up session
-reads about one turn's events per turn; nothing before the cursor is read again; a backlog (the
-policy turned on for an old database) is worked off `BATCH` events per turn.
+kept forever, that is ~18 KB per turn. Compaction runs on the turn path in bounded steps
+(`MemoryEngine.remember_and_recall`): read the session's events after the retention cursor
+(kv `log-compacted:{session}`, an event id) through the (user, session, id) index, in chunks and at
+most `BATCH`, compact the whole turns among them now older than the window (`Store.compact_log`:
+updates and deletes by event id, one transaction) and move the cursor. A step waits until
+`stride(full_turns)` whole turns are due (12 for the default 200; every turn for a window under
+32), so a caught-up session's turn reads one event to see that nothing is due, and every 12th
+turn compacts 12 turns at once; nothing before the cursor is read again; a backlog (the policy
+turned on for an old database) is worked off `BATCH` events per turn.
 
 What a compacted turn keeps (what the lab's views and the engine read back):
 
@@ -39,12 +41,19 @@ from typing import Any
 from engine.core.records import Event
 from engine.stores.base import Store
 
-__all__ = ["BATCH", "COMPACTED_KIND", "EVENT_STEP_KINDS", "ROW_FIELDS", "compact_session", "compact_turn", "cursor_key"]
+__all__ = ["BATCH", "COMPACTED_KIND", "EVENT_STEP_KINDS", "ROW_FIELDS", "compact_session", "compact_turn", "cursor_key",
+           "stride"]
 
 #: Events read per turn at most (a turn writes ~10; a backlog is worked off this many at a time).
 BATCH = 256
 #: Events per read (a turn writes about 10).
 CHUNK = 24
+#: Compaction runs in steps of this share of the window (200 full turns: a step every 12 turns, over
+#: the 12 turns then due), so most turns only look at the first event after the cursor; the window
+#: keeps between `full_turns` and `full_turns + stride - 1` whole turns.
+STRIDE_SHARE = 16
+#: The largest step, in turns.
+MAX_STRIDE = 16
 #: The kind of an ordinary turn's summary row (its gate event, rewritten).
 COMPACTED_KIND = "compacted"
 #: Log kinds that only appear when a memory event ran in the turn.
@@ -61,27 +70,39 @@ def cursor_key(session_id: str) -> str:
     return f"log-compacted:{session_id}"
 
 
+def stride(full_turns: int) -> int:
+    """Whole turns a compaction step waits for (1 for a small window: every turn)."""
+    return max(1, min(MAX_STRIDE, full_turns // STRIDE_SHARE))
+
+
 def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, full_turns: int) -> dict[str, int] | None:
-    """Compact the session's turns older than the last `full_turns` (up to `BATCH` events); returns
-    the store's counts, None when nothing was due. `full_turns` 0 keeps everything."""
+    """Compact the session's turns older than the last `full_turns` (up to `BATCH` events) once
+    `stride(full_turns)` whole turns are due; returns the store's counts, None when nothing was
+    due. `full_turns` 0 keeps everything."""
     if full_turns <= 0 or turn <= full_turns:
         return None
     cutoff = turn - full_turns
     key = cursor_key(session_id)
     cursor = int(store.get_kv(user_id, key) or 0)
+    step = stride(full_turns)
+    if step > 1:  # one row tells whether a step is due (a backlog always is)
+        first = store.events(user_id=user_id, session_id=session_id, after_id=cursor, limit=1)
+        if not first or (first[0].turn is not None and first[0].turn > cutoff - step + 1):
+            return None
+    chunk_size = max(CHUNK, 12 * step)
     batch: list[Event] = []
     considered: list[Event] = []  # the batch up to the first turn still inside the window
     inside = False
     while not inside and len(batch) < BATCH:  # small reads: a caught-up session reads about one turn
         chunk = store.events(user_id=user_id, session_id=session_id, after_id=batch[-1].id if batch else cursor,
-                             limit=min(CHUNK, BATCH - len(batch)))
+                             limit=min(chunk_size, BATCH - len(batch)))
         batch.extend(chunk)
         for e in chunk:
             if e.turn is not None and e.turn > cutoff:
                 inside = True
                 break
             considered.append(e)
-        if len(chunk) < CHUNK:
+        if len(chunk) < min(chunk_size, BATCH - len(batch) + len(chunk)):
             break
     groups: list[list[Event]] = []  # consecutive events of one turn (events without a turn stay as they are)
     for e in considered:

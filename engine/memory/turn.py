@@ -20,10 +20,15 @@ from engine.memory.profile import profile_for_prompt
 from engine.memory.recall import retrieve
 from engine.memory.reinforce import log_exposure, reinforce
 from engine.memory.results import EventOutcome, GateStatus, Retrieval
-from engine.memory.window import fit_window, pending_messages, window_messages
+from engine.memory.window import (
+    WindowView,
+    fit_window,
+    pending_messages,
+    read_window,
+)
 from engine.stores.base import Store
 
-__all__ = ["Recall", "catch_up", "check_gate", "fire_event", "leaving_window", "extract_overflow", "last_user_message",
+__all__ = ["Recall", "live_window", "catch_up", "check_gate", "fire_event", "leaving_window", "extract_overflow", "last_user_message",
            "recall", "inject", "expose"]
 
 
@@ -36,6 +41,11 @@ class Recall:
     replies: dict[int, str] = field(default_factory=dict)
     excluded: dict[int, str] = field(default_factory=dict)
     candidates: dict[int, MemoryRecord] = field(default_factory=dict)
+
+
+def live_window(ctx: EngineContext, user_id: str, session_id: str) -> WindowView:
+    """The session's live window now (one bounded read the turn's steps share)."""
+    return read_window(ctx.store, user_id, session_id, keep_recent=ctx.config.keep_recent)
 
 
 def catch_up(ctx: EngineContext, user_id: str, session_id: str) -> EventOutcome | None:
@@ -56,10 +66,11 @@ def catch_up(ctx: EngineContext, user_id: str, session_id: str) -> EventOutcome 
                         merged=tuple(i for o in outcomes for i in o.merged), errors=sum(o.errors for o in outcomes))
 
 
-def check_gate(ctx: EngineContext, user_id: str, session_id: str) -> GateStatus:
+def check_gate(ctx: EngineContext, user_id: str, session_id: str, view: WindowView | None = None) -> GateStatus:
     """The gate for this session now, logged with its numbers."""
-    gate = gate_status(pending_messages(ctx.store, user_id, session_id), now=ctx.now(), config=ctx.config,
-                       counter=ctx.counter, has_memory=ctx.store.count_records(user_id, include_invalid=False) > 0)
+    pending = list(view.pending) if view is not None else pending_messages(ctx.store, user_id, session_id)
+    gate = gate_status(pending, now=ctx.now(), config=ctx.config, counter=ctx.counter,
+                       has_memory=ctx.store.count_records(user_id, include_invalid=False) > 0)
     ctx.log(user_id, session_id, "gate", gate.to_dict())
     return gate
 
@@ -70,7 +81,7 @@ def fire_event(ctx: EngineContext, user_id: str, session_id: str) -> EventOutcom
                      log_session=session_id)
 
 
-def leaving_window(ctx: EngineContext, user_id: str, session_id: str) -> list[Message]:
+def leaving_window(ctx: EngineContext, user_id: str, session_id: str, view: WindowView | None = None) -> list[Message]:
     """Pending messages to extract now so that none leaves the window unseen by memory.
 
     Empty while every pending message still fits the budgeted window. Once one would drop out,
@@ -78,9 +89,9 @@ def leaving_window(ctx: EngineContext, user_id: str, session_id: str) -> list[Me
     the context budget, so one overflow event covers several turns instead of one message each.
     """
     cfg = ctx.config
-    window, cursor = window_messages(ctx.store, user_id, session_id, keep_recent=cfg.keep_recent)
-    pending = [m for m in window if (m.id or 0) > cursor]
-    shown = fit_window(window, cfg.context_budget, ctx.counter)
+    view = view if view is not None else read_window(ctx.store, user_id, session_id, keep_recent=cfg.keep_recent)
+    pending = list(view.pending)
+    shown = view.fitted(cfg.context_budget, ctx.counter)
     if not pending or not shown or pending[0].id >= shown[0].id:
         return []
     keep = fit_window(pending, max(1, int(cfg.context_budget * cfg.overflow_keep)), ctx.counter)
@@ -104,13 +115,15 @@ def extract_overflow(ctx: EngineContext, user_id: str, session_id: str, event: E
                         merged=event.merged + done.merged, errors=event.errors + done.errors)
 
 
-def last_user_message(store: Store, user_id: str, session_id: str) -> Message | None:
+def last_user_message(store: Store, user_id: str, session_id: str, view: WindowView | None = None) -> Message | None:
+    if view is not None and (found_here := view.last_user()) is not None:
+        return found_here
     found = store.messages(user_id, session_id=session_id, newest_first=True, limit=1, roles=("user",))
     return found[0] if found else None
 
 
 def recall(ctx: EngineContext, live: LiveRecords, user_id: str, session_id: str, query: Message | None,
-           event: EventOutcome | None) -> Recall:
+           event: EventOutcome | None, view: WindowView | None = None) -> Recall:
     """What to inject under the retrieval policy.
 
     `per_turn`: retrieve for the current user message. `on_event` (the first seed's): retrieve
@@ -123,7 +136,8 @@ def recall(ctx: EngineContext, live: LiveRecords, user_id: str, session_id: str,
     key = f"on-event-picked:{session_id}"
     stored = store.get_kv(user_id, key) if cfg.retrieval_policy == "on_event" and event is None else None
     if stored is None:
-        retrieval = _turn_retrieve(ctx, live, user_id, session_id, query, event_no) if query is not None else None
+        retrieval = _turn_retrieve(ctx, live, user_id, session_id, query, event_no,
+                                   None if view is None else list(view.pending)) if query is not None else None
         picked = retrieval.picked if retrieval else []
         if cfg.retrieval_policy == "on_event":
             store.set_kv(user_id, key, picked)
@@ -133,19 +147,20 @@ def recall(ctx: EngineContext, live: LiveRecords, user_id: str, session_id: str,
                       candidates=retrieval.records if retrieval else {})
     kept = {r.id: r for r in store.get_records(user_id, [int(i) for i in stored]) if r.is_current or cfg.include_history}
     excluded = {} if cfg.include_history else held_back(
-        ctx, live, user_id, session_id, kept, pending_messages(store, user_id, session_id), now=ctx.now())
+        ctx, live, user_id, session_id, kept,
+        list(view.pending) if view is not None else pending_messages(store, user_id, session_id), now=ctx.now())
     return Recall(retrieval=None, records=[r for i, r in kept.items() if i not in excluded], excluded=excluded,
                   candidates=kept)
 
 
 def _turn_retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, session_id: str, query: Message,
-                   event_no: int | None) -> Retrieval | None:
+                   event_no: int | None, pending: list[Message] | None = None) -> Retrieval | None:
     """A turn's retrieval; a failing query parser or embedder costs the memory, not the reply."""
     from engine.core.errors import MemlabUsageError, StoreError
 
     try:
         return retrieve(ctx, live, user_id, query.content, session_id=session_id, config=ctx.config, now=ctx.now(),
-                        speaker=query.name, log=True, event_no=event_no)
+                        speaker=query.name, log=True, event_no=event_no, pending=pending)
     except (MemlabUsageError, StoreError):
         raise
     except Exception as exc:
@@ -154,11 +169,13 @@ def _turn_retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, session_
         return None
 
 
-def inject(ctx: EngineContext, user_id: str, session_id: str, picks: Recall, event: EventOutcome | None) -> BuiltPrompt:
+def inject(ctx: EngineContext, user_id: str, session_id: str, picks: Recall, event: EventOutcome | None,
+           view: WindowView | None = None) -> BuiltPrompt:
     """Step 5: core → profile → records → date → window, logged with its token counts."""
     cfg, store = ctx.config, ctx.store
-    window, _ = window_messages(store, user_id, session_id, keep_recent=cfg.keep_recent)
-    window = fit_window(window, cfg.context_budget, ctx.counter)
+    if view is None:
+        view = read_window(store, user_id, session_id, keep_recent=cfg.keep_recent)
+    window = view.fitted(cfg.context_budget, ctx.counter)
     profile, held_values, dates = profile_for_prompt(store, store.get_profile(user_id), picks.excluded,
                                                      picks.candidates)
     prompt = build_prompt(core=cfg.core_prompt, profile=profile, records=picks.records, window=window,
