@@ -61,10 +61,10 @@ class bulk_loading:  # noqa: N801 - reads as a function at call sites
             self.seconds += time.perf_counter() - t0
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._block is not None:
             t0 = time.perf_counter()
-            self._block.__exit__(*exc)
+            self._block.__exit__(*exc)  # type: ignore[arg-type]
             self.seconds += time.perf_counter() - t0
 
 
