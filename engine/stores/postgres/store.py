@@ -308,10 +308,23 @@ class PostgresStore(SharedSQL, PostgresSearch):
         finally:
             with self._bulk_lock:
                 self._bulk_depth -= 1
-            if definition is not None:
-                with self._conn() as conn, conn.transaction():
+            if outer:
+                self._after_bulk(definition, maintenance_work_mem)
+
+    def _after_bulk(self, definition: str | None, maintenance_work_mem: str) -> None:
+        """Build the HNSW index back, then VACUUM ANALYZE: the planner's statistics, the visibility
+        map (the index-only user counts) and the GIN pending list are as after a slow load, when
+        autovacuum ran along (only ANALYZE inside a transaction, where VACUUM cannot run)."""
+        with self._conn() as conn:
+            inside = getattr(self._local, "conn", None) is not None
+            with conn.transaction():
+                if definition is not None:
                     conn.execute(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
                     conn.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
+                if inside:
+                    conn.execute("ANALYZE records")
+            if not inside:
+                conn.execute("VACUUM (ANALYZE) records")
 
     def _select_records(self, where: str, params: Sequence[Any]) -> list[MemoryRecord]:
         with self._conn() as conn, conn.cursor(row_factory=dict_row) as cur:
