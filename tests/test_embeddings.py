@@ -41,3 +41,24 @@ def test_minilm_loads_offline_once_and_is_semantic(monkeypatch):
     assert len(q) == 384 and np.linalg.norm(q) == pytest.approx(1.0, abs=1e-4)
     assert cos(q, docs[0]) > cos(q, docs[1]) + 0.2
     assert MiniLMEmbeddings.load() is MiniLMEmbeddings.load()  # one model per process
+
+
+def test_embed_texts_gives_the_array_where_the_embedder_has_one_else_embed_documents():
+    from langchain_core.embeddings import Embeddings
+
+    from engine.roles.embeddings import HashEmbeddings, embed_texts
+
+    texts = ["green tea in Hangzhou", "", "我喜欢喝绿茶"]
+    h = HashEmbeddings(16)
+    arr = embed_texts(h, texts)
+    assert isinstance(arr, np.ndarray) and arr.dtype == np.float32 and arr.shape == (3, 16)
+    assert arr.tolist() == HashEmbeddings(16).embed_documents(texts)
+
+    class Plain(Embeddings):  # a LangChain embedder without embed_array
+        def embed_documents(self, texts):
+            return [[float(len(t)), 1.0] for t in texts]
+
+        def embed_query(self, text):
+            return [0.0, 1.0]
+
+    assert embed_texts(Plain(), texts) == [[21.0, 1.0], [0.0, 1.0], [6.0, 1.0]]

@@ -22,7 +22,7 @@ from langchain_core.embeddings import Embeddings
 from engine.core.errors import EmbeddingError
 from engine.core.text import tokenize
 
-__all__ = ["HashEmbeddings", "MiniLMEmbeddings", "make_embedder", "EMBEDDERS", "embedder_name"]
+__all__ = ["HashEmbeddings", "MiniLMEmbeddings", "make_embedder", "EMBEDDERS", "embedder_name", "embed_texts"]
 
 EMBEDDERS = ("hash", "minilm")
 
@@ -165,13 +165,17 @@ class MiniLMEmbeddings(Embeddings):
                     cls._model = SentenceTransformer(cls.model_path(), device="cpu")
         return cls._model
 
-    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of `texts` as one (n, 384) float32 array."""
         if not texts:
-            return []
+            return np.zeros((0, self.dim), dtype=np.float32)
         model = self.load()
         out = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                            show_progress_bar=False, convert_to_numpy=True)
-        return out.astype(np.float32).tolist()
+        return out.astype(np.float32)
+
+    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_array(texts).tolist() if texts else []
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self._encode(texts)
@@ -190,6 +194,15 @@ def make_embedder(name: str = "hash", *, dim: int = 384) -> Embeddings:
     from engine.core.errors import ConfigError
 
     raise ConfigError(f"embedder {name!r} is unknown; choose one of: {', '.join(EMBEDDERS)}")
+
+
+def embed_texts(embedder: Embeddings, texts: Sequence[str]) -> np.ndarray | list[list[float]]:
+    """The documents' vectors for a store's `add_records`: one (n, dim) float32 array when the
+    embedder offers `embed_array` (no Python list per vector), else LangChain's `embed_documents`."""
+    array = getattr(embedder, "embed_array", None)
+    if callable(array):
+        return array(list(texts))
+    return embedder.embed_documents(list(texts))
 
 
 def embedder_name(embedder: Embeddings) -> str:

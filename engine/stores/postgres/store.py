@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
@@ -96,6 +97,7 @@ class PostgresStore(SharedSQL, PostgresSearch):
         self.dense_counts: Counter[str] = Counter()  # which path answered: "exact", "ann", "fallback"
         self._counts_lock = threading.Lock()
         self._local = threading.local()
+        self._bulk_lock, self._bulk_depth = threading.Lock(), 0
         self.dsn = dsn if dsn is not None else start_local_server(data_dir)
         try:
             self.pgvector_version = self._bootstrap()
@@ -203,25 +205,126 @@ class PostgresStore(SharedSQL, PostgresSearch):
 
     # -- records ------------------------------------------------------------------------------------
 
-    def add_records(self, records: Sequence[MemoryRecord], vectors: Sequence[Sequence[float]]) -> list[MemoryRecord]:
+    #: Batches of at least this many records are written with one binary COPY (smaller ones row by row).
+    copy_min_rows = 16
+
+    def _matrix(self, vectors: Any) -> np.ndarray:
+        """The vectors as one checked float32 (n, dim) matrix; a numpy array passes in one step,
+        anything else is checked vector by vector (for the error that names the bad one)."""
+        if isinstance(vectors, np.ndarray) and vectors.ndim == 2 and vectors.shape[1] == self.dim:
+            mat = np.ascontiguousarray(vectors, dtype=np.float32)
+            if np.isfinite(mat).all():
+                return mat
+        if not len(vectors):
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([check_vector(v, self.dim, f"vector {i}") for i, v in enumerate(vectors)])
+
+    def add_records(self, records: Sequence[MemoryRecord], vectors: Sequence[Sequence[float]] | np.ndarray
+                    ) -> list[MemoryRecord]:
+        """New rows with ascending ids, in one transaction; `vectors` may be a (n, dim) numpy array.
+
+        A batch of `copy_min_rows` or more reserves its ids from the identity sequence in one
+        round trip and streams the rows in one binary COPY (each row exactly what the row-by-row
+        INSERT writes; the tsvector is computed by the server either way).
+        """
         if len(records) != len(vectors):
             raise ConfigError(f"add_records got {len(records)} records but {len(vectors)} vectors; give one vector per record")
         if not records:
             return []
-        rows = [insert_row(rec, check_vector(v, self.dim, f"vector {i}"))
-                for i, (rec, v) in enumerate(zip(records, vectors, strict=True))]  # fmt: skip
+        mat = self._matrix(vectors)
+        rows = [insert_row(rec, vec) for rec, vec in zip(records, mat, strict=True)]
+        with self._tx() as conn:
+            ids = self._copy_rows(conn, rows) if len(rows) >= self.copy_min_rows else self._insert_rows(conn, rows)
+        return [replace(rec, id=rid) for rec, rid in zip(records, ids, strict=True)]
+
+    def _insert_rows(self, conn: psycopg.Connection, rows: list[dict[str, Any]]) -> list[int]:
+        """Row by row (pipelined: one round trip for the batch); the identity column numbers them."""
         cols = list(rows[0])
         insert = sql.SQL("INSERT INTO records ({}) VALUES ({}) RETURNING id").format(
             sql.SQL(", ").join(map(sql.Identifier, cols)), sql.SQL(", ").join(map(sql.Placeholder, cols))
         )
         ids = []
-        with self._tx() as conn, conn.cursor() as cur:
-            cur.executemany(insert, rows, returning=True)  # pipelined: one round trip for the batch
+        with conn.cursor() as cur:
+            cur.executemany(insert, rows, returning=True)
             while True:
                 ids.append(cur.fetchone()[0])
                 if not cur.nextset():
                     break
-        return [replace(rec, id=rid) for rec, rid in zip(records, ids, strict=True)]
+        return ids
+
+    def _column_types(self, conn: psycopg.Connection) -> dict[str, int]:
+        """The records table's column type oids (for binary COPY), read once per store."""
+        types = getattr(self, "_record_types", None)
+        if types is None:
+            types = dict(conn.execute(
+                "SELECT attname, atttypid::int FROM pg_attribute WHERE attrelid = 'records'::regclass "
+                "AND attnum > 0 AND NOT attisdropped"
+            ).fetchall())  # fmt: skip
+            self._record_types = types
+        return types
+
+    def _copy_rows(self, conn: psycopg.Connection, rows: list[dict[str, Any]]) -> list[int]:
+        """Ids reserved from the identity sequence (ascending), then one binary COPY of every row.
+
+        COPY takes the id column's values as given (as OVERRIDING SYSTEM VALUE would); they come
+        from the same sequence the INSERT path draws from, so ids stay unique and ascending.
+        Text goes through the connection's NUL-safe dumpers (looked up by type oid).
+        """
+        ids = sorted(int(r[0]) for r in conn.execute(
+            "SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s)", (len(rows),)))
+        cols = ["id", *rows[0]]
+        types = self._column_types(conn)
+        copy = sql.SQL("COPY records ({}) FROM STDIN (FORMAT BINARY)").format(
+            sql.SQL(", ").join(map(sql.Identifier, cols)))
+        with conn.cursor() as cur, cur.copy(copy) as cp:
+            cp.set_types([types[c] for c in cols])
+            for rid, row in zip(ids, rows, strict=True):
+                cp.write_row((rid, *row.values()))
+        return ids
+
+    @contextmanager
+    def bulk_load(self, *, maintenance_work_mem: str = "1GB") -> Iterator[None]:
+        """Many `add_records` at once: the HNSW index is dropped first and built once at the end.
+
+        Building the graph from all the rows (pgvector's in-memory build, parallel workers) costs
+        far less than inserting each row into it (milliseconds a row). Meanwhile dense search
+        still answers, exactly (a scan); the rebuilt index has the migration's definition. Meant
+        for a first load or one large next to the table: the rebuild covers every row. Nested
+        blocks join the outermost one.
+        """
+        with self._bulk_lock:
+            self._bulk_depth += 1
+            outer = self._bulk_depth == 1
+        definition = None
+        try:
+            if outer:
+                with self._conn() as conn:
+                    row = conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+                                       (self.schema, "records_embedding")).fetchone()  # fmt: skip
+                    if row is not None:
+                        definition = row[0]
+                        conn.execute("DROP INDEX IF EXISTS records_embedding")
+            yield
+        finally:
+            with self._bulk_lock:
+                self._bulk_depth -= 1
+            if outer:
+                self._after_bulk(definition, maintenance_work_mem)
+
+    def _after_bulk(self, definition: str | None, maintenance_work_mem: str) -> None:
+        """Build the HNSW index back, then VACUUM ANALYZE: the planner's statistics, the visibility
+        map (the index-only user counts) and the GIN pending list are as after a slow load, when
+        autovacuum ran along (only ANALYZE inside a transaction, where VACUUM cannot run)."""
+        with self._conn() as conn:
+            inside = getattr(self._local, "conn", None) is not None
+            with conn.transaction():
+                if definition is not None:
+                    conn.execute(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
+                    conn.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
+                if inside:
+                    conn.execute("ANALYZE records")
+            if not inside:
+                conn.execute("VACUUM (ANALYZE) records")
 
     def _select_records(self, where: str, params: Sequence[Any]) -> list[MemoryRecord]:
         with self._conn() as conn, conn.cursor(row_factory=dict_row) as cur:
