@@ -151,7 +151,10 @@ PRESETS: tuple[str, ...] = (*VOCATIONS, "custom", *COMPARISON_PRESETS)
 
 #: The retrieval paths, the fusions, and the default weight tables (each path's share of R; the
 #: dimension path's constraint weights, DimMem's LongMemEval values, renormalised per query).
-RETRIEVAL_PATHS: tuple[str, ...] = ("bm25", "dense", "dim")
+RETRIEVAL_PATHS: tuple[str, ...] = ("bm25", "dense", "dim", "message")
+#: The paths that run by default ("message", engine.memory.messagepath, is opt-in: its weight is
+#: `path_weights["message"]`, 0 when absent).
+DEFAULT_PATHS: tuple[str, ...] = ("bm25", "dense", "dim")
 FUSIONS: tuple[str, ...] = ("anchored", "minmax", "seed")
 #: How the live-window guard picks the pending user messages it reads (engine.memory.contradiction).
 GUARD_MODES: tuple[str, ...] = ("cues", "always", "off")
@@ -222,7 +225,7 @@ class MemoryConfig:
     # -- dimensional extraction and retrieval --
     window: int = 40
     overlap: int = 3
-    paths: tuple[str, ...] = RETRIEVAL_PATHS  # which retrieval paths run
+    paths: tuple[str, ...] = DEFAULT_PATHS  # which retrieval paths run
     fusion: str = "anchored"  # score fusion over the paths: "anchored" | "minmax" | "seed" (the first seed's dense-only R)
     path_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_PATH_WEIGHTS))
     dim_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_DIM_WEIGHTS))

@@ -68,13 +68,13 @@ class CandidateSet:
         if self.given is not None:
             return dict(self.given[i].ranks)
         rid = self.ids[i]
-        return {p: self.ranks_by_path[p].get(rid) for p in PATHS}
+        return {p: ranks.get(rid) for p, ranks in self.ranks_by_path.items()}
 
     def path_scores(self, i: int) -> dict[str, float]:
         if self.given is not None:
             return dict(self.given[i].path_scores)
         rid = self.ids[i]
-        return {p: float(self.scores_by_path[p].get(rid, 0.0)) for p in PATHS}
+        return {p: float(scores.get(rid, 0.0)) for p, scores in self.scores_by_path.items()}
 
     def candidate(self, i: int) -> Candidate:
         if self.given is not None:
@@ -113,9 +113,14 @@ class CandidateSet:
             tokens=[count_tokens(r) for r in recs],
             sources=[frozenset(r.source.message_ids) if r.source is not None else frozenset() for r in recs],
             sessions=[r.source.session_id if r.source is not None else None for r in recs],
-            scores_by_path={p: path_scores.get(p, {}) for p in PATHS},
-            ranks_by_path={p: _ranks(path_scores.get(p, {})) for p in PATHS},
+            scores_by_path={p: path_scores.get(p, {}) for p in _paths(path_scores)},
+            ranks_by_path={p: _ranks(path_scores.get(p, {})) for p in _paths(path_scores)},
         )
+
+
+def _paths(path_scores: Mapping[str, Mapping[int, float]]) -> list[str]:
+    """PATHS, then any other path that scored (the opt-in message path)."""
+    return [*PATHS, *(p for p in path_scores if p not in PATHS and path_scores[p])]
 
 
 def _floats(values) -> np.ndarray:

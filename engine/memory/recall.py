@@ -9,6 +9,7 @@ user just contradicted; the scoring log keeps every candidate's breakdown when a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from engine.core.config import MemoryConfig
@@ -16,6 +17,7 @@ from engine.core.records import MemoryRecord, Message, ScoreRow
 from engine.memory.candidates import record_tokens
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
+from engine.memory.messagepath import message_scores
 from engine.memory.ranking import rank
 from engine.memory.results import Retrieval
 from engine.memory.retrieval import PathResults, candidate_set, fuse, gather, has_constraint, newest_tagged
@@ -48,7 +50,7 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     the session's pending messages when the caller (a turn) has read them already."""
     cfg, store = config, ctx.store
     parsed = parse_query(ctx, query, speaker=speaker, now=now)
-    qvec = ctx.embedder.embed_query(parsed.text) if "dense" in cfg.paths else None
+    qvec = ctx.embedder.embed_query(parsed.text) if ("dense" in cfg.paths or "message" in cfg.paths) else None
     # a floor seat needs relevance R >= min_relevance, and a record no path found has R = 0 unless
     # the dimension path credits it: floor records join as the dimension path's pool (kept when it
     # credits them), or as candidates outright when seats need no relevance; safety records hold
@@ -65,6 +67,9 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     outright = sorted({**safety, **floor}) if cfg.min_relevance <= 0 else sorted(safety)
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
+    if "message" in cfg.paths and cfg.path_weights.get("message", 0) > 0:
+        results = replace(results, message=message_scores(store, user_id, results.records, qvec,
+                                                          embedder=ctx.embedder))
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
     counter = ctx.counter
     cands = candidate_set(results, R, now=now, count_tokens=lambda r: record_tokens(counter, r))
@@ -87,7 +92,8 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
                 "theme": theme,
                 "weights": weights.to_dict(),
                 "candidates": len(cands),
-                "paths": {p: len(getattr(results, p)) for p in ("bm25", "dense", "dim")},
+                "paths": {p: len(getattr(results, p))
+                          for p in ("bm25", "dense", "dim", *(("message",) if results.message else ()))},
                 "picked": picked,
                 "rows_logged": len(logged),
                 "assistant_recall": bool(parsed.needs_assistant),

@@ -50,6 +50,7 @@ class PathResults:
     bm25: dict[int, float] = field(default_factory=dict)
     dense: dict[int, float] = field(default_factory=dict)
     dim: dict[int, float] = field(default_factory=dict)
+    message: dict[int, float] = field(default_factory=dict)  # engine.memory.messagepath (opt-in)
     records: dict[int, MemoryRecord] = field(default_factory=dict)
     dim_active: bool = False
 
@@ -210,7 +211,7 @@ def candidate_set(results: PathResults, R: Mapping[int, float], *, now: datetime
                   count_tokens: Callable[[MemoryRecord], int]) -> CandidateSet:
     """The candidates as arrays (fused relevance and the records' state), for `ranking.rank`."""
     return CandidateSet.from_records(results.records, R, now=now, count_tokens=count_tokens,
-                                     path_scores={p: getattr(results, p) for p in PATHS})
+                                     path_scores={p: getattr(results, p) for p in (*PATHS, "message")})
 
 
 def candidate_inputs(results: PathResults, R: Mapping[int, float], *, now: datetime,

@@ -75,7 +75,12 @@ TRIPATH_OVERRIDES: dict[str, Any] = {
 #: cost tripath-scripted .045 of recall@10 (.628 at the default 0.33/0.33/0.34, .676 at α 1):
 #: LoCoMo questions do not favour a record type. Min-max fusion over anchored: .664 against .631
 #: @10 (anchored exists so a seat can be refused for lack of relevance; here no seat is refused).
-TUNED: dict[str, Any] = {"weights": {"alpha": 1.0, "beta": 0.0, "gamma": 0.0}, "fusion": "minmax"}
+#: The message path (engine.memory.messagepath: each candidate also scored by its source turn's
+#: cosine to the question), weight 0.5 beside 0.4/0.4/0.2, tuned on dev5 (tried 0.3/0.5/0.7/1.0:
+#: recall@10 .689/.708/.706/.694; off: .666): multi-hop@20 .535 -> .582.
+TUNED: dict[str, Any] = {"weights": {"alpha": 1.0, "beta": 0.0, "gamma": 0.0}, "fusion": "minmax",
+                         "paths": ("bm25", "dense", "dim", "message"),
+                         "path_weights": {"bm25": 0.4, "dense": 0.4, "dim": 0.2, "message": 0.5}}
 
 Retriever = Callable[[Question], list[tuple[str, ...]]]
 

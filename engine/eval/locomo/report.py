@@ -47,7 +47,9 @@ DEFAULT_KS: tuple[int, ...] = (5, 10, 20)
 TUNED_NOTE: dict[str, Any] = {
     "on": "locomo_dev5.json, all five conversations, categories 1-4, MiniLM, recall@5/10/20 (no held-out split)",
     "weights": "alpha 1, beta 0, gamma 0 (tried 0.33/0.33/0.34 default, 0.8/0/0.2, 1/0/0)",
-    "path_weights": "kept at the engine default 0.4/0.4/0.2 (tried dim 0.1 and 0.35: within +-0.01)",
+    "path_weights": "bm25/dense/dim kept at the engine default 0.4/0.4/0.2 (tried dim 0.1 and 0.35: within +-0.01; "
+                    "0.3/0.5/0.2 with the message path: -.006 @10); message path on at 0.5 (tried 0.3/0.5/0.7/1.0: "
+                    ".689/.708/.706/.694 @10; off .666; adding the nearest messages' records as candidates: .659-.695)",
     "fusion": "min-max (.664 @10) over the engine default anchored (.631): here no seat is refused for low relevance",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
