@@ -83,6 +83,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         self._lock = threading.RLock()
         self._depth = 0
+        #: (user, tags, limit, order) -> (record_writes counter, records): engine.stores.sqlite.records
+        self._tagged_cache: dict[tuple, tuple[int, tuple]] = {}
         self._closed = False
         self._partition_sizes: dict[str, int] = {}
         self.vector_cache_bytes = int(max(0.0, float(vector_cache_mb)) * 2**20)
