@@ -45,7 +45,7 @@ def setup(tmp_path):
 
 
 def test_cached_tagged_read_is_reused_until_a_write(setup):
-    store, path, rs, _ = setup
+    store, path, _, _ = setup
     first = tagged(store)
     assert store._tagged_cache, "the tagged read was not kept"
     assert tagged(store) == first == fresh(path)
@@ -61,7 +61,7 @@ def test_every_store_write_shows_in_the_next_tagged_read(setup):
     store.update_record(replace(rs[2], tags=("fact",)))
     assert tagged(store) == fresh(path) and rs[2].id not in [i for i, *_ in tagged(store)]
     store.reinforce("u", [rs[0].id], T0 + timedelta(days=1))
-    assert tagged(store) == fresh(path) and dict((i, n) for i, _, _, n, _ in tagged(store))[rs[0].id] == 1
+    assert tagged(store) == fresh(path) and {i: n for i, _, _, n, _ in tagged(store)}[rs[0].id] == 1
     store.supersede("u", rs[0].id, rs[1].id, T0 + timedelta(days=2))
     assert tagged(store) == fresh(path) and rs[0].id not in [i for i, *_ in tagged(store)]
     store.supersede("u", rs[3].id, rs[3].id, T0 + timedelta(days=3))  # invalidate_record's write
@@ -115,7 +115,7 @@ def test_another_process_write_shows(setup):
 
 
 def test_built_records_follow_their_rows(setup):
-    store, path, rs, _ = setup
+    _, path, rs, _ = setup
     with sqlite3.connect(path) as conn:
         from engine.stores.sqlite.rows import RECORD_COLUMNS
         row = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id = ?", (rs[0].id,)).fetchone()
@@ -130,5 +130,5 @@ def test_built_records_follow_their_rows(setup):
     bad = list(row)
     bad[3] = "no such type"
     for _ in range(2):  # an invalid row raises every time (nothing kept)
-        with pytest.raises(Exception):
+        with pytest.raises(ValueError):
             record_from_row(bad)
