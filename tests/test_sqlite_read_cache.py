@@ -20,8 +20,17 @@ DIM = 16
 
 
 def tagged(store, user="u", tag="preference", k=5):
-    return [(r.id, r.content, r.tags, r.strengthen_count, r.is_current)
-            for r in store.records(user, tags_any=[tag], limit=k, newest_first=True)]
+    """The tagged read (and, checked alongside, get_records of every id: its cache too)."""
+    got = [(r.id, r.content, r.tags, r.strengthen_count, r.is_current)
+           for r in store.records(user, tags_any=[tag], limit=k, newest_first=True)]
+    ids = [*range(1, 12), 3, 2]
+    by_id = [(r.id, r.content, r.tags, r.strengthen_count, r.is_current) for r in store.get_records(user, ids)]
+    current = [x for x in by_id if x[4] and tag in x[2]]
+    assert got == sorted(current, reverse=True)[:k], (got, by_id)
+    with store._read() as conn:
+        expected = [x[0] for x in conn.execute("SELECT id FROM records WHERE user_id = ? ORDER BY id", (user,))]
+    assert [x[0] for x in by_id] == [i for i in expected if i < 12]
+    return got
 
 
 def fresh(path):
@@ -47,7 +56,7 @@ def setup(tmp_path):
 def test_cached_tagged_read_is_reused_until_a_write(setup):
     store, path, _, _ = setup
     first = tagged(store)
-    assert store._tagged_cache, "the tagged read was not kept"
+    assert store._tagged_cache and store._by_id, "the reads were not kept"
     assert tagged(store) == first == fresh(path)
 
 

@@ -132,13 +132,47 @@ class SQLiteRecords:
         return out
 
     def get_records(self, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
+        """The user's records of `ids`, in id order. Outside a transaction the records read are kept
+        while `record_writes` is unchanged (see `_newest_tagged_cached`), and only the others read."""
         with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT {RECORD_COLUMNS} FROM records WHERE +user_id = ? "
-                "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
-                (user_id, ids_json(ids)),
-            )
-            return [record_from_row(r) for r in rows]
+            if self._depth:
+                return self._get_records(conn, user_id, ids)
+            n = self._record_writes(conn)
+            if n is None:
+                return self._get_records(conn, user_id, ids)
+            if self._by_id_at != n:
+                self._by_id.clear()
+                self._by_id_at = n
+            kept, todo = self._by_id, []
+            have: dict[int, MemoryRecord] = {}
+            for i in ids:
+                rid = int(i)
+                r = kept.get((user_id, rid))
+                if r is None:
+                    todo.append(rid)
+                else:
+                    have[rid] = r
+            if todo:
+                got = self._get_records(conn, user_id, todo)
+                if len(kept) + len(got) > 1 << 16:
+                    kept.clear()
+                for r in got:
+                    have[r.id] = r
+                    kept[(user_id, r.id)] = r
+            return [have[i] for i in sorted(have)]
+
+    def _get_records(self, conn: Any, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
+        rows = conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE +user_id = ? "
+            "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (user_id, ids_json(ids)),
+        )
+        return [record_from_row(r) for r in rows]
+
+    @staticmethod
+    def _record_writes(conn: Any) -> int | None:
+        row = conn.execute("SELECT n FROM record_writes").fetchone()
+        return None if row is None else int(row[0])
 
     def records(
         self,
@@ -202,8 +236,7 @@ class SQLiteRecords:
         with self._read() as conn:
             if self._depth:
                 return self._newest_tagged(user_id, tags, limit, newest_first)
-            row = conn.execute("SELECT n FROM record_writes").fetchone()
-            n = None if row is None else int(row[0])
+            n = self._record_writes(conn)
             key = (user_id, tuple(tags), limit, newest_first)
             hit = self._tagged_cache.get(key)
             if hit is not None and n is not None and hit[0] == n:
