@@ -47,7 +47,7 @@ class DimensionScorer:
     """`dimension_score` for one query, its side computed once; call it on each record."""
 
     __slots__ = ("query", "keys", "weights", "total_w", "types", "tags", "attributes", "answer_field", "location",
-                 "q_kw", "kw_tokens", "multi")
+                 "q_kw", "kw_tokens", "multi", "spaced")
 
     def __init__(self, query: ParsedQuery, weights: Mapping[str, float]):
         self.query = query
@@ -57,6 +57,7 @@ class DimensionScorer:
         self.answer_field = ANSWER_FIELDS.get(query.answer_dimension)
         self.location = _normalized(query.location) if query.location else None
         self.q_kw, self.kw_tokens, self.multi = _query_terms(tuple(query.keywords))
+        self.spaced = tuple(k for k in self.q_kw if " " in k)
         keys = [k for k, on in (("type", self.types), ("tag", self.tags), ("attribute", self.attributes),
                                 ("answer", self.answer_field), ("time", query.time is not None),
                                 ("location", bool(query.location)), ("keyword_tokens", self.q_kw),
@@ -99,11 +100,16 @@ class DimensionScorer:
 
     def _keyword_parts(self, record: MemoryRecord) -> tuple[float, float]:
         """(keyword tokens the record has, share of the keyword phrases it states)."""
-        q_kw, kw_tokens = self.q_kw, self.kw_tokens
-        hay_tokens, rec_kw, content = _record_terms(record.content, tuple(record.keywords), record.location or "")
+        kw_tokens, keywords = self.kw_tokens, record.keywords
+        hay_tokens, rec_kw, content = _record_terms(record.content, keywords if type(keywords) is tuple
+                                                    else tuple(keywords), record.location or "")
         tokens = len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0
-        pool = self.multi or [k for k in q_kw if " " in k or k in rec_kw] or q_kw
-        return tokens, sum(1.0 for k in pool if k in rec_kw or k in content) / len(pool)
+        pool = self.multi or ([k for k in self.q_kw if " " in k or k in rec_kw] if rec_kw else self.spaced) or self.q_kw
+        hits = 0
+        for k in pool:
+            if k in rec_kw or k in content:
+                hits += 1
+        return tokens, hits / len(pool)
 
 
 @lru_cache(maxsize=1024)

@@ -241,6 +241,20 @@ def _tag_index(conn: Any, ctx: dict[str, Any]) -> None:
     ], version=6)
 
 
+def _record_writes(conn: Any, ctx: dict[str, Any]) -> None:
+    """One counter bumped by every insert, update and delete of `records`, whichever code (or hand,
+    or process) makes it, so a reader can keep what it read while the counter is unchanged
+    (engine.stores.sqlite.records: the tagged reads of every retrieve). It counts every user's
+    writes (no per-user row, so forgetting a user leaves no trace and the counter never goes back)."""
+    run_statements(_executor(conn), [
+        "CREATE TABLE record_writes (n INTEGER NOT NULL)",
+        "INSERT INTO record_writes(n) VALUES (0)",
+        "CREATE TRIGGER records_writes_insert AFTER INSERT ON records BEGIN UPDATE record_writes SET n = n + 1; END",
+        "CREATE TRIGGER records_writes_update AFTER UPDATE ON records BEGIN UPDATE record_writes SET n = n + 1; END",
+        "CREATE TRIGGER records_writes_delete AFTER DELETE ON records BEGIN UPDATE record_writes SET n = n + 1; END",
+    ], version=7)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_initial),
     Migration(version=2, name="partition versions", apply=_partition_versions),
@@ -248,6 +262,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=4, name="record said_at and lasting, profile value sources", apply=_said_at_and_sources),
     Migration(version=5, name="per-user contentless full text, sign bits only in vec0", apply=_keyed_fts_bits_only_vec),
     Migration(version=6, name="tag index (record_tags, kept by triggers)", apply=_tag_index),
+    Migration(version=7, name="record write counter (kept by triggers)", apply=_record_writes),
 )
 #: The schema this code writes; a file at a higher version is refused (a newer memlab wrote it).
 SCHEMA_VERSION = check_sequence(MIGRATIONS)

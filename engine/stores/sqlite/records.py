@@ -132,13 +132,47 @@ class SQLiteRecords:
         return out
 
     def get_records(self, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
+        """The user's records of `ids`, in id order. Outside a transaction the records read are kept
+        while `record_writes` is unchanged (see `_newest_tagged_cached`), and only the others read."""
         with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT {RECORD_COLUMNS} FROM records WHERE +user_id = ? "
-                "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
-                (user_id, ids_json(ids)),
-            )
-            return [record_from_row(r) for r in rows]
+            if self._depth:
+                return self._get_records(conn, user_id, ids)
+            n = self._record_writes(conn)
+            if n is None:
+                return self._get_records(conn, user_id, ids)
+            if self._by_id_at != n:
+                self._by_id.clear()
+                self._by_id_at = n
+            kept, todo = self._by_id, []
+            have: dict[int, MemoryRecord] = {}
+            for i in ids:
+                rid = int(i)
+                r = kept.get((user_id, rid))
+                if r is None:
+                    todo.append(rid)
+                else:
+                    have[rid] = r
+            if todo:
+                got = self._get_records(conn, user_id, todo)
+                if len(kept) + len(got) > 1 << 16:
+                    kept.clear()
+                for r in got:
+                    have[r.id] = r
+                    kept[(user_id, r.id)] = r
+            return [have[i] for i in sorted(have)]
+
+    def _get_records(self, conn: Any, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
+        rows = conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE +user_id = ? "
+            "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (user_id, ids_json(ids)),
+        )
+        return [record_from_row(r) for r in rows]
+
+    @staticmethod
+    def _record_writes(conn: Any) -> int | None:
+        row = conn.execute("SELECT n FROM record_writes").fetchone()
+        return None if row is None else int(row[0])
 
     def records(
         self,
@@ -160,7 +194,7 @@ class SQLiteRecords:
                 return []
             plain = memory_type is None and time_between is None and after_id is None
             if plain and limit is not None and not include_invalid:
-                return self._newest_tagged(user_id, tags, int(limit), newest_first)
+                return self._newest_tagged_cached(user_id, tags, int(limit), newest_first)
         sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE user_id = ?"
         args: list[Any] = [user_id]
         if not include_invalid:
@@ -191,6 +225,28 @@ class SQLiteRecords:
             args.append(int(limit))
         with self._read() as conn:
             return [record_from_row(r) for r in conn.execute(sql, args)]
+
+    def _newest_tagged_cached(self, user_id: str, tags: list[str], limit: int, newest_first: bool
+                              ) -> list[MemoryRecord]:
+        """`_newest_tagged`, kept while `record_writes` (bumped by a trigger on every insert, update
+        and delete of records, by any connection or process) is unchanged: every retrieve reads the
+        same floor, safety and pinned records. The counter is read first and the rows after it, so a
+        kept answer is never older than its counter; inside a transaction nothing is kept or used
+        (a rollback takes the counter back)."""
+        with self._read() as conn:
+            if self._depth:
+                return self._newest_tagged(user_id, tags, limit, newest_first)
+            n = self._record_writes(conn)
+            key = (user_id, tuple(tags), limit, newest_first)
+            hit = self._tagged_cache.get(key)
+            if hit is not None and n is not None and hit[0] == n:
+                return list(hit[1])
+            got = self._newest_tagged(user_id, tags, limit, newest_first)
+            if n is not None:
+                if len(self._tagged_cache) >= 1024:
+                    self._tagged_cache.clear()
+                self._tagged_cache[key] = (n, tuple(got))
+            return got
 
     def _newest_tagged(self, user_id: str, tags: list[str], limit: int, newest_first: bool) -> list[MemoryRecord]:
         """The first `limit` current records (by id, either way) carrying any of the tags: each tag's

@@ -71,7 +71,28 @@ def _tags_known(text: str) -> bool:
     return all(t in _KNOWN_TAGS for t in _tags(text))
 
 
+#: Records already built, keyed by the whole row they were built from (records are frozen, and a
+#: row that reads back identical builds an identical record, so this can never be stale: every
+#: read still asks the database, only the parsing is saved). Bounded: the older half goes when full.
+_BUILT: dict[tuple, MemoryRecord] = {}
+_BUILT_MAX = 1 << 15
+
+
 def record_from_row(row: Sequence[Any]) -> MemoryRecord:
+    """A record from a row of RECORD_COLUMNS (the one built before from an identical row, if any)."""
+    key = tuple(row)
+    rec = _BUILT.get(key)
+    if rec is None:
+        rec = _build_record(row)
+        if len(_BUILT) >= _BUILT_MAX:
+            keep = list(_BUILT.items())[_BUILT_MAX // 2:]
+            _BUILT.clear()
+            _BUILT.update(keep)
+        _BUILT[key] = rec
+    return rec
+
+
+def _build_record(row: Sequence[Any]) -> MemoryRecord:
     """A record from a row of RECORD_COLUMNS.
 
     Fields are set without MemoryRecord's __init__ when the cheap checks pass (known type and

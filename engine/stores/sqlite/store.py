@@ -83,6 +83,11 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         self._lock = threading.RLock()
         self._depth = 0
+        #: (user, tags, limit, order) -> (record_writes counter, records): engine.stores.sqlite.records
+        self._tagged_cache: dict[tuple, tuple[int, tuple]] = {}
+        #: (user, id) -> record, read at record_writes `_by_id_at` (get_records)
+        self._by_id: dict[tuple[str, int], Any] = {}
+        self._by_id_at: int | None = None
         self._closed = False
         self._partition_sizes: dict[str, int] = {}
         self.vector_cache_bytes = int(max(0.0, float(vector_cache_mb)) * 2**20)
