@@ -77,25 +77,38 @@ def vectors_for(embedder) -> MessageVectors:
 
 
 def message_scores(store, user_id: str, records: Mapping[int, MemoryRecord], query_vector: Sequence[float] | None,
-                   *, embedder) -> dict[int, float]:
+                   *, embedder, neighbours: float = 0.0, neighbour_mode: str = "max") -> dict[int, float]:
     """Record id → the best cosine between the question and one of the record's source messages
-    (records without a source message score nothing)."""
+    (records without a source message score nothing).
+
+    With `neighbours` w > 0 the turns just before and after a source message (same session) count
+    too, at a discount: mode "max" scores max(own, w·neighbour), mode "add" own + w·max(0, neighbour),
+    where neighbour is the best cosine of the adjacent turns (a reply's question, a question's reply)."""
     if query_vector is None or not records:
         return {}
-    wanted = sorted({mid for r in records.values() if r.source is not None for mid in r.source.message_ids})
-    if not wanted:
+    own = {mid for r in records.values() if r.source is not None for mid in r.source.message_ids}
+    if not own:
         return {}
-    texts = {m.id: m.content for m in store.get_messages(user_id, wanted) if m.content and m.content.strip()}
-    if not texts:
+    near = {m + d for m in own for d in (-1, 1)} - own if neighbours > 0 else set()
+    msgs = {m.id: m for m in store.get_messages(user_id, sorted(own | near)) if m.content and m.content.strip()}
+    if not msgs:
         return {}
-    ids = list(texts)
-    vecs = vectors_for(embedder)([texts[i] for i in ids])
+    ids = list(msgs)
+    vecs = vectors_for(embedder)([msgs[i].content for i in ids])
     q = np.asarray(query_vector, dtype=np.float32)
     q = q / (float(np.linalg.norm(q)) or 1.0)
     cos = dict(zip(ids, (float(x) for x in np.stack(vecs) @ q), strict=True))
     out: dict[int, float] = {}
     for rid, r in records.items():
-        best = max((cos[m] for m in (r.source.message_ids if r.source is not None else ()) if m in cos), default=None)
-        if best is not None:
-            out[rid] = best
+        mids = [m for m in (r.source.message_ids if r.source is not None else ()) if m in cos]
+        if not mids:
+            continue
+        best = max(cos[m] for m in mids)
+        if neighbours > 0:
+            adj = [cos[n] for m in mids for n in (m - 1, m + 1)
+                   if n in cos and msgs[n].session_id == msgs[m].session_id]
+            if adj:
+                nb = max(adj)
+                best = max(best, neighbours * nb) if neighbour_mode == "max" else best + neighbours * max(0.0, nb)
+        out[rid] = best
     return out
