@@ -77,19 +77,20 @@ def vectors_for(embedder) -> MessageVectors:
 
 
 def message_scores(store, user_id: str, records: Mapping[int, MemoryRecord], query_vector: Sequence[float] | None,
-                   *, embedder, neighbours: float = 0.0, neighbour_mode: str = "max") -> dict[int, float]:
+                   *, embedder, neighbours: Mapping[int, float] | None = None) -> dict[int, float]:
     """Record id → the best cosine between the question and one of the record's source messages
     (records without a source message score nothing).
 
-    With `neighbours` w > 0 the turns just before and after a source message (same session) count
-    too, at a discount: mode "max" scores max(own, w·neighbour), mode "add" own + w·max(0, neighbour),
-    where neighbour is the best cosine of the adjacent turns (a reply's question, a question's reply)."""
+    `neighbours` (offset → weight, e.g. {1: 0.3}) adds the context of adjacent turns in the same
+    session: for each offset d, weight · max(0, best cosine of the message d turns after a source
+    message) is added (d = 1: the reply to what the record's turn said, d = -1: what it answered)."""
     if query_vector is None or not records:
         return {}
     own = {mid for r in records.values() if r.source is not None for mid in r.source.message_ids}
     if not own:
         return {}
-    near = {m + d for m in own for d in (-1, 1)} - own if neighbours > 0 else set()
+    offsets = {int(d): float(w) for d, w in (neighbours or {}).items() if w and int(d)}
+    near = {m + d for m in own for d in offsets} - own
     msgs = {m.id: m for m in store.get_messages(user_id, sorted(own | near)) if m.content and m.content.strip()}
     if not msgs:
         return {}
@@ -103,12 +104,10 @@ def message_scores(store, user_id: str, records: Mapping[int, MemoryRecord], que
         mids = [m for m in (r.source.message_ids if r.source is not None else ()) if m in cos]
         if not mids:
             continue
-        best = max(cos[m] for m in mids)
-        if neighbours > 0:
-            adj = [cos[n] for m in mids for n in (m - 1, m + 1)
-                   if n in cos and msgs[n].session_id == msgs[m].session_id]
+        score = max(cos[m] for m in mids)
+        for d, w in offsets.items():
+            adj = [cos[m + d] for m in mids if m + d in cos and msgs[m + d].session_id == msgs[m].session_id]
             if adj:
-                nb = max(adj)
-                best = max(best, neighbours * nb) if neighbour_mode == "max" else best + neighbours * max(0.0, nb)
-        out[rid] = best
+                score += w * max(0.0, max(adj))
+        out[rid] = score
     return out
