@@ -87,3 +87,56 @@ def test_message_vectors_cache_embeds_each_text_once_and_stays_bounded():
     assert calls == [["ab", "abc"], ["x"]]
     mv(["abc"])
     assert calls[-1] == ["abc"] and len(mv._cache) == 2
+
+
+def _store_with_a_question_and_answer():
+    """Turn 1 asks about the puppy, turn 2 answers with few words; turn 3 (another session) is noise."""
+    emb = make_embedder("hash")
+    store = SQLiteStore(":memory:", dim=emb.dim, embedder_name=emb.name)
+    texts = [("s", "What is the name of the puppy you adopted from the shelter?"),
+             ("s", "Biscuit!"),
+             ("t", "The puppy from the shelter is cute, what is her name?")]
+    msgs = [store.add_message(Message(user_id=U, session_id=sid, role="user", content=t, created_at=AT))
+            for sid, t in texts]
+    recs = [MemoryRecord(user_id=U, content=f"Record {i}.", memory_type="episodic",
+                         source=SourcePointer(session_id=m.session_id, message_ids=(m.id,)), created_at=AT, valid_from=AT)
+            for i, m in enumerate(msgs)]
+    return emb, store, msgs, store.add_records(recs, emb.embed_documents([r.content for r in recs]))
+
+
+def test_message_neighbours_add_the_adjacent_turn_in_the_same_session():
+    emb, store, msgs, (ask, answer, other) = _store_with_a_question_and_answer()
+    records = {r.id: r for r in (ask, answer, other)}
+    qv = emb.embed_query("what is the name of the puppy from the shelter?")
+    plain = message_scores(store, U, records, qv, embedder=emb)
+    prev = message_scores(store, U, records, qv, embedder=emb, neighbours={-1: 0.5})
+    nxt = message_scores(store, U, records, qv, embedder=emb, neighbours={1: 0.5})
+    cos_ask = plain[ask.id]
+    assert cos_ask > 0.2
+    # the answer gains half its question's cosine; the question has no turn before it
+    assert prev[answer.id] == pytest.approx(plain[answer.id] + 0.5 * cos_ask, abs=1e-5)
+    assert prev[ask.id] == pytest.approx(cos_ask, abs=1e-6)
+    # the turn after: the question gains its answer's cosine (clipped at 0), and the last turn of
+    # session "s" does not reach into session "t"
+    assert nxt[ask.id] == pytest.approx(cos_ask + 0.5 * max(0.0, plain[answer.id]), abs=1e-5)
+    assert nxt[answer.id] == pytest.approx(plain[answer.id], abs=1e-6)
+    assert prev[other.id] == pytest.approx(plain[other.id], abs=1e-6)
+    assert message_scores(store, U, records, qv, embedder=emb, neighbours={-1: 0.0, 1: 0.0}) == plain
+
+
+def test_message_neighbour_weights_reach_retrieval_and_are_checked():
+    emb, store, msgs, (ask, answer, other) = _store_with_a_question_and_answer()
+    base = dict(always_inject_types=(), safety_seats=0, min_relevance=0.0, min_score_ratio=0.0, top_k=3,
+                paths=("bm25", "dense", "dim", "message"),
+                path_weights={"bm25": 0.4, "dense": 0.4, "dim": 0.2, "message": 0.5})
+    assert MemoryConfig().message_prev_weight == 0.0 and MemoryConfig().message_next_weight == 0.0
+    off = MemoryConfig.from_preset("customer service", **base)
+    on = MemoryConfig.from_preset("customer service", **base, message_prev_weight=0.5)
+    eng = MemoryEngine(off, store=store, clock=VirtualClock(AT), embedder=emb)
+    q = "what is the name of the puppy from the shelter?"
+    rows_off = {row.record_id: row for row in eng.retrieve(U, q, now=AT).ranking.rows()}
+    rows_on = {row.record_id: row for row in eng.retrieve(U, q, config=on, now=AT).ranking.rows()}
+    assert answer.id in rows_on and answer.id in rows_off
+    assert rows_on[answer.id].path_scores["message"] > rows_off[answer.id].path_scores["message"]
+    with pytest.raises(ConfigError):
+        MemoryConfig.from_preset("customer service", message_next_weight=1.5)

@@ -229,6 +229,10 @@ class MemoryConfig:
     fusion: str = "anchored"  # score fusion over the paths: "anchored" | "minmax" | "seed" (the first seed's dense-only R)
     path_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_PATH_WEIGHTS))
     dim_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_DIM_WEIGHTS))
+    # the message path's turn context (engine.memory.messagepath): a candidate's message score gains
+    # weight * max(0, cosine) of the turn before / after its source turn (0 = off)
+    message_prev_weight: float = 0.0
+    message_next_weight: float = 0.0
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
@@ -399,6 +403,8 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),
 }
 #: Integer knobs and their least value.

@@ -77,25 +77,37 @@ def vectors_for(embedder) -> MessageVectors:
 
 
 def message_scores(store, user_id: str, records: Mapping[int, MemoryRecord], query_vector: Sequence[float] | None,
-                   *, embedder) -> dict[int, float]:
+                   *, embedder, neighbours: Mapping[int, float] | None = None) -> dict[int, float]:
     """Record id → the best cosine between the question and one of the record's source messages
-    (records without a source message score nothing)."""
+    (records without a source message score nothing).
+
+    `neighbours` (offset → weight, e.g. {1: 0.3}) adds the context of adjacent turns in the same
+    session: for each offset d, weight · max(0, best cosine of the message d turns after a source
+    message) is added (d = 1: the reply to what the record's turn said, d = -1: what it answered)."""
     if query_vector is None or not records:
         return {}
-    wanted = sorted({mid for r in records.values() if r.source is not None for mid in r.source.message_ids})
-    if not wanted:
+    own = {mid for r in records.values() if r.source is not None for mid in r.source.message_ids}
+    if not own:
         return {}
-    texts = {m.id: m.content for m in store.get_messages(user_id, wanted) if m.content and m.content.strip()}
-    if not texts:
+    offsets = {int(d): float(w) for d, w in (neighbours or {}).items() if w and int(d)}
+    near = {m + d for m in own for d in offsets} - own
+    msgs = {m.id: m for m in store.get_messages(user_id, sorted(own | near)) if m.content and m.content.strip()}
+    if not msgs:
         return {}
-    ids = list(texts)
-    vecs = vectors_for(embedder)([texts[i] for i in ids])
+    ids = list(msgs)
+    vecs = vectors_for(embedder)([msgs[i].content for i in ids])
     q = np.asarray(query_vector, dtype=np.float32)
     q = q / (float(np.linalg.norm(q)) or 1.0)
     cos = dict(zip(ids, (float(x) for x in np.stack(vecs) @ q), strict=True))
     out: dict[int, float] = {}
     for rid, r in records.items():
-        best = max((cos[m] for m in (r.source.message_ids if r.source is not None else ()) if m in cos), default=None)
-        if best is not None:
-            out[rid] = best
+        mids = [m for m in (r.source.message_ids if r.source is not None else ()) if m in cos]
+        if not mids:
+            continue
+        score = max(cos[m] for m in mids)
+        for d, w in offsets.items():
+            adj = [cos[m + d] for m in mids if m + d in cos and msgs[m + d].session_id == msgs[m].session_id]
+            if adj:
+                score += w * max(0.0, max(adj))
+        out[rid] = score
     return out

@@ -69,7 +69,9 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
     if "message" in cfg.paths and cfg.path_weights.get("message", 0) > 0:
         results = replace(results, message=message_scores(store, user_id, results.records, qvec,
-                                                          embedder=ctx.embedder))
+                                                          embedder=ctx.embedder,
+                                                          neighbours={-1: cfg.message_prev_weight,
+                                                                      1: cfg.message_next_weight}))
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
     counter = ctx.counter
     cands = candidate_set(results, R, now=now, count_tokens=lambda r: record_tokens(counter, r))

@@ -51,6 +51,9 @@ TUNED_NOTE: dict[str, Any] = {
                     "0.3/0.5/0.2 with the message path: -.006 @10); message path on at 0.5 (tried 0.3/0.5/0.7/1.0: "
                     ".689/.708/.706/.694 @10; off .666; adding the nearest messages' records as candidates: .659-.695)",
     "fusion": "min-max (.664 @10) over the engine default anchored (.631): here no seat is refused for low relevance",
+    "message_turn_context": "message score + 0.15 x cosine of the turn before, + 0.3 x the turn after (tried prev/next "
+                            "0.3/0, 0.5/0, 0/0.3, 0/0.4, 0.2/0.3, 0.3/0.3, 0.1/0.4; max(own, w x neighbour) 0.8/0.9; "
+                            "only for non-aggregate questions): .708 -> .715 @10, .764 -> .776 @20",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "
