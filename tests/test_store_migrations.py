@@ -21,6 +21,26 @@ from engine.stores.migrate import newer_schema_error
 from engine.stores.sqlite import MIGRATIONS, SCHEMA_VERSION
 
 
+@pytest.fixture
+def upgraded(tmp_path):
+    """Open a sample file written at schema `version` with today's store; yields (store, sample)."""
+    from contextlib import contextmanager
+
+    from benchmarks.harness.schema_sample import DIM, build_at_version, compare_sample
+    from engine.stores.sqlite import SQLiteStore
+
+    @contextmanager
+    def opened(version: int):
+        path = str(tmp_path / f"v{version}.db")
+        sample = build_at_version(path, version)
+        with SQLiteStore(path, dim=DIM) as store:
+            assert store.schema_version == SCHEMA_VERSION > version
+            assert compare_sample(store, sample) == []
+            yield store, sample
+
+    return opened
+
+
 @pytest.mark.parametrize("processes", [2, 8])
 def test_processes_and_threads_open_one_fresh_file_at_once(tmp_path, processes):
     r = run_concurrent_open(tmp_path, processes=processes, threads=2, rounds=4)
@@ -67,16 +87,11 @@ def test_concurrent_cli_replays_on_a_fresh_file_all_succeed_and_check_clean(tmp_
     assert r.check_exit == 0 and "every invariant holds" in r.check_output
 
 
-def test_step_5_keys_full_text_per_user_and_stores_text_and_floats_once(tmp_path):
-    from benchmarks.harness.schema_sample import DIM, build_at_version, compare_sample
+def test_step_5_keys_full_text_per_user_and_stores_text_and_floats_once(upgraded):
+    from benchmarks.harness.schema_sample import DIM
     from engine.core.text import user_key
-    from engine.stores.sqlite import SQLiteStore
 
-    path = str(tmp_path / "v4.db")
-    sample = build_at_version(path, 4)
-    with SQLiteStore(path, dim=DIM) as store:
-        assert store.schema_version == SCHEMA_VERSION >= 5
-        assert compare_sample(store, sample) == []
+    with upgraded(4) as (store, sample):
         conn = store.conn
         rows = conn.execute("SELECT rowid, body FROM records_fts ORDER BY rowid").fetchall()
         every = sorted(r[0] for rs in sample.records.values() for r in rs)
@@ -100,17 +115,10 @@ def test_step_5_keys_full_text_per_user_and_stores_text_and_floats_once(tmp_path
         assert store.search_dense("user1", sample.vectors[target], k=1)[0][0] == target
 
 
-def test_step_6_backfills_the_tag_index_and_triggers_keep_it_through_hand_edits(tmp_path):
+def test_step_6_backfills_the_tag_index_and_triggers_keep_it_through_hand_edits(upgraded):
     import json
 
-    from benchmarks.harness.schema_sample import DIM, build_at_version, compare_sample
-    from engine.stores.sqlite import SQLiteStore
-
-    path = str(tmp_path / "v5.db")
-    sample = build_at_version(path, 5)
-    with SQLiteStore(path, dim=DIM) as store:
-        assert store.schema_version == SCHEMA_VERSION >= 6
-        assert compare_sample(store, sample) == []
+    with upgraded(5) as (store, sample):
         conn = store.conn
 
         def tags_of(text):
