@@ -241,6 +241,7 @@ class MemoryConfig:
     message_per_turn: int = 1
     message_feedback: float = 0.0
     message_feedback_k: int = 0
+    message_lexical_weight: float = 0.0  # message score + w * BM25 of the question on the source turn (best = 1)
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
@@ -414,6 +415,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "message_feedback": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "message_lexical_weight": (lambda v: 0 <= v <= 2, "in [0, 2]"),
     "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),
 }
 #: Integer knobs and their least value.

@@ -18,6 +18,7 @@ picked up only when the record is re-read: the map lists the record under its fi
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import numpy as np
 from engine.core.records import MemoryRecord
 from engine.memory.messagepath import vectors_for
 
-__all__ = ["MessageIndex", "message_index", "nearest_messages", "message_candidates", "INDEX_LIMIT"]
+__all__ = ["turn_lexical_scores", "MessageIndex", "message_index", "nearest_messages", "message_candidates", "INDEX_LIMIT"]
 
 #: Messages kept per user in the in-process index (the newest; older ones are left to the other paths).
 INDEX_LIMIT = 100_000
@@ -43,6 +44,9 @@ class MessageIndex:
     records_of: dict[int, list[int]] = field(default_factory=dict)
     last_message: int = 0
     last_record: int = 0
+    terms: dict[int, dict[str, int]] = field(default_factory=dict)  # message id → term counts (BM25)
+    df: dict[str, int] = field(default_factory=dict)
+    total_len: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def refresh(self, store, user_id: str, embedder) -> None:
@@ -55,6 +59,12 @@ class MessageIndex:
                 self.ids.extend(m.id for m in new)
                 self.sessions.extend(m.session_id for m in new)
                 self.last_message = max(self.last_message, max(m.id for m in new))
+                for m in new:
+                    tf = _term_counts(m.content)
+                    self.terms[m.id] = tf
+                    self.total_len += sum(tf.values())
+                    for t in tf:
+                        self.df[t] = self.df.get(t, 0) + 1
                 if len(self.ids) > INDEX_LIMIT:
                     cut = len(self.ids) - INDEX_LIMIT
                     self.mat, self.ids, self.sessions = self.mat[cut:], self.ids[cut:], self.sessions[cut:]
@@ -64,6 +74,25 @@ class MessageIndex:
                 if r.source is not None:
                     for mid in r.source.message_ids:
                         self.records_of.setdefault(mid, []).append(r.id)
+
+    def bm25(self, query: str, ids, *, k1: float = 1.2, b: float = 0.75) -> dict[int, float]:
+        """Okapi BM25 of the question against these messages' text (statistics over the index)."""
+        n = len(self.terms)
+        if not n:
+            return {}
+        avg = self.total_len / n or 1.0
+        qt = [t for t in _term_counts(query) if t in self.df]
+        idf = {t: float(np.log(1.0 + (n - self.df[t] + 0.5) / (self.df[t] + 0.5))) for t in qt}
+        out = {}
+        for mid in ids:
+            tf = self.terms.get(mid)
+            if not tf:
+                continue
+            dl = sum(tf.values())
+            s = sum(idf[t] * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * dl / avg)) for t in qt if t in tf)
+            if s > 0:
+                out[mid] = s
+        return out
 
     def nearest(self, q: np.ndarray, k: int, exclude: frozenset[int] = frozenset()) -> list[tuple[int, float]]:
         if not self.ids or k <= 0:
@@ -77,6 +106,20 @@ class MessageIndex:
         top = np.argpartition(-cos, k - 1)[:k]
         top = sorted(top, key=lambda j: (-cos[j], self.ids[j]))
         return [(self.ids[j], float(cos[j])) for j in top if np.isfinite(cos[j])]
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("a an the and or but of to in on at for with by from as is are was were be been being do does did "
+                  "i you he she it we they me him her us them my your his its our their this that these those what "
+                  "which who whom when where why how s t said".split())
+
+
+def _term_counts(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for w in _WORD.findall(text.lower()):
+        if w not in _STOP:
+            out[w] = out.get(w, 0) + 1
+    return out
 
 
 _INDEXES: dict[tuple[int, str, int], tuple[object, object, MessageIndex]] = {}
@@ -168,3 +211,21 @@ def with_message_candidates(store, user_id: str, results, query_vector, *, embed
         return results
     records = {**results.records, **recs}
     return replace(results, records={i: records[i] for i in sorted(records)}, dense={**results.dense, **dense})
+
+
+def turn_lexical_scores(store, user_id: str, records: Mapping[int, MemoryRecord], query: str, *,
+                        embedder) -> dict[int, float]:
+    """Record id → BM25 of the question against its best source message, scaled so the best
+    candidate's is 1 (the words of the turn the atomic record lost, matched lexically)."""
+    index = message_index(store, user_id, embedder)
+    mids = {m for r in records.values() if r.source is not None for m in r.source.message_ids}
+    bm = index.bm25(query, mids)
+    if not bm:
+        return {}
+    out = {}
+    for rid, r in records.items():
+        got = [bm[m] for m in (r.source.message_ids if r.source is not None else ()) if m in bm]
+        if got:
+            out[rid] = max(got)
+    hi = max(out.values())
+    return {i: s / hi for i, s in out.items()}
