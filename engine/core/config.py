@@ -241,6 +241,7 @@ class MemoryConfig:
     message_per_turn: int = 1
     message_feedback: float = 0.0
     message_feedback_k: int = 0
+    message_lexical_candidates: int = 0  # + the records of the N messages with the best BM25 (0 = off)
     message_lexical_weight: float = 0.0  # message score + w * BM25 of the question on the source turn (best = 1)
     # -- dimension-aware update --
     update_jaccard: float = 0.3
@@ -422,7 +423,8 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
                                     "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0,
                                     "score_log_rows": 0, "log_full_turns": 0, "induct_min_records": 1,
-                                    "message_candidates": 0, "message_per_turn": 0, "message_feedback_k": 0}
+                                    "message_candidates": 0, "message_per_turn": 0, "message_feedback_k": 0,
+                                    "message_lexical_candidates": 0}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 

@@ -46,6 +46,7 @@ class MessageIndex:
     last_record: int = 0
     terms: dict[int, dict[str, int]] = field(default_factory=dict)  # message id → term counts (BM25)
     df: dict[str, int] = field(default_factory=dict)
+    postings: dict[str, list[int]] = field(default_factory=dict)
     total_len: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -65,6 +66,7 @@ class MessageIndex:
                     self.total_len += sum(tf.values())
                     for t in tf:
                         self.df[t] = self.df.get(t, 0) + 1
+                        self.postings.setdefault(t, []).append(m.id)
                 if len(self.ids) > INDEX_LIMIT:
                     cut = len(self.ids) - INDEX_LIMIT
                     self.mat, self.ids, self.sessions = self.mat[cut:], self.ids[cut:], self.sessions[cut:]
@@ -93,6 +95,12 @@ class MessageIndex:
             if s > 0:
                 out[mid] = s
         return out
+
+    def lexical(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The `k` messages with the best BM25 for the question (via the postings of its terms)."""
+        ids = {m for t in _term_counts(query) for m in self.postings.get(t, ())}
+        bm = self.bm25(query, ids)
+        return sorted(bm.items(), key=lambda x: (-x[1], x[0]))[:k]
 
     def nearest(self, q: np.ndarray, k: int, exclude: frozenset[int] = frozenset()) -> list[tuple[int, float]]:
         if not self.ids or k <= 0:
@@ -153,18 +161,21 @@ def nearest_messages(store, user_id: str, query_vector, *, embedder, k: int) -> 
 def message_candidates(store, user_id: str, query_vector: Sequence[float] | None, *, embedder, k: int,
                        have: Mapping[int, MemoryRecord], per_message: int = 1, include_history: bool = False,
                        seeds: Sequence[MemoryRecord] = (), feedback: float = 0.0, feedback_k: int = 0,
-                       ) -> tuple[dict[int, MemoryRecord], dict[int, float]]:
+                       query_text: str = "", lexical_k: int = 0) -> tuple[dict[int, MemoryRecord], dict[int, float]]:
     """Records made from the `k` messages nearest the question that are not in `have` yet, and
     their dense cosine to the question (so the dense path scores them as if it had found them).
 
     `per_message`: at most this many records per message (the ones nearest the question first);
     `seeds` with `feedback` w > 0: a second search with (1 - w)·question + w·mean(seeds' source
     turns), `feedback_k` more messages."""
-    if query_vector is None or k <= 0:
+    if query_vector is None or (k <= 0 and lexical_k <= 0):
         return {}, {}
     index = message_index(store, user_id, embedder)
     q = _unit(query_vector)
     hits = index.nearest(q, k)
+    if lexical_k > 0 and query_text:
+        seen0 = {m for m, _ in hits}
+        hits += [(m, s) for m, s in index.lexical(query_text, lexical_k) if m not in seen0]
     if feedback > 0 and feedback_k > 0 and seeds:
         pos = {mid: j for j, mid in enumerate(index.ids)}
         rows = [pos[m] for s in seeds if s.source is not None for m in s.source.message_ids if m in pos]
@@ -194,7 +205,7 @@ def message_candidates(store, user_id: str, query_vector: Sequence[float] | None
     return recs, dense
 
 
-def with_message_candidates(store, user_id: str, results, query_vector, *, embedder, config):
+def with_message_candidates(store, user_id: str, results, query_vector, *, embedder, config, query_text: str = ""):
     """`results` (retrieval.PathResults) plus the message candidates `config` asks for: the new
     records join `records`, their cosine joins the dense path's scores."""
     from dataclasses import replace
@@ -206,7 +217,8 @@ def with_message_candidates(store, user_id: str, results, query_vector, *, embed
     recs, dense = message_candidates(store, user_id, query_vector, embedder=embedder, k=config.message_candidates,
                                      have=results.records, per_message=config.message_per_turn,
                                      include_history=config.include_history, seeds=seeds,
-                                     feedback=config.message_feedback, feedback_k=config.message_feedback_k)
+                                     feedback=config.message_feedback, feedback_k=config.message_feedback_k,
+                                     query_text=query_text, lexical_k=config.message_lexical_candidates)
     if not recs:
         return results
     records = {**results.records, **recs}

@@ -68,8 +68,9 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     outright = sorted({**safety, **floor}) if cfg.min_relevance <= 0 else sorted(safety)
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
-    if cfg.message_candidates > 0 and qvec is not None:
-        results = with_message_candidates(store, user_id, results, qvec, embedder=ctx.embedder, config=cfg)
+    if (cfg.message_candidates > 0 or cfg.message_lexical_candidates > 0) and qvec is not None:
+        results = with_message_candidates(store, user_id, results, qvec, embedder=ctx.embedder, config=cfg,
+                                          query_text=parsed.text)
     if "message" in cfg.paths and cfg.path_weights.get("message", 0) > 0:
         results = replace(results, message=message_scores(store, user_id, results.records, qvec,
                                                           embedder=ctx.embedder,

@@ -72,6 +72,7 @@ class MethodResult:
     seconds: float
     ingest: Mapping[str, IngestStats] = field(default_factory=dict)  # per conversation (the engine's path)
     distinct_at_10: float = 0.0  # mean number of distinct source turns among the first 10 items
+    by_conversation: Mapping[str, Mapping[int, float]] = field(default_factory=dict)  # overall recall per conversation
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -85,6 +86,8 @@ class MethodResult:
             "items": self.items,
             "seconds": round(self.seconds, 2),
             "distinct_turns_at_10": round(self.distinct_at_10, 3),
+            "by_conversation": {cid: {str(k): round(v, 4) for k, v in per_k.items()}
+                                for cid, per_k in self.by_conversation.items()},
         }
         if self.ingest:
             out["ingest"] = {cid: s.to_dict() for cid, s in self.ingest.items()}
@@ -108,7 +111,9 @@ def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmb
     items = 0
     distinct: list[int] = []
     ingest: dict[str, IngestStats] = {}
+    by_conv: dict[str, dict[int, float]] = {}
     for conv in data.conversations:
+        mine: dict[int, list[float]] = defaultdict(list)
         indexed = index_conversation(method, conv, emb, ks[-1], overrides)
         try:
             items += indexed.store.count_records(USER)
@@ -118,7 +123,10 @@ def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmb
                 ranked = indexed.retrieve(q)
                 distinct.append(len({turn for sources in ranked[:10] for turn in sources}))
                 for k in ks:
-                    per_cat[q.category][k].append(evidence_recall(q.evidence, ranked, k))
+                    got = evidence_recall(q.evidence, ranked, k)
+                    per_cat[q.category][k].append(got)
+                    mine[k].append(got)
+            by_conv[conv.sample_id] = {k: sum(v) / len(v) for k, v in mine.items() if v}
         finally:
             indexed.store.close()
         if progress:
@@ -129,7 +137,7 @@ def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmb
     by_cat = {c: {k: sum(v[k]) / len(v[k]) for k in ks} for c, v in per_cat.items()}
     return MethodResult(method=method, overall=overall, by_category=by_cat, questions=total,
                         questions_by_category=n_by_cat, items=items, seconds=time.perf_counter() - t0, ingest=ingest,
-                        distinct_at_10=sum(distinct) / len(distinct) if distinct else 0.0)
+                        distinct_at_10=sum(distinct) / len(distinct) if distinct else 0.0, by_conversation=by_conv)
 
 
 def run_benchmark(
@@ -245,6 +253,10 @@ def format_report(result: BenchResult) -> str:
         first = next(iter(result.methods.values()))
         lines.append("questions per category: " + ", ".join(
             f"{CATEGORY_NAMES[c]} {n}" for c, n in sorted(first.questions_by_category.items())))
+    for name, r in result.methods.items():
+        if r.by_conversation:
+            lines.append(f"{name} per conversation (all@{'/'.join(str(k) for k in ks)}): " + "; ".join(
+                f"{cid} " + "/".join(f"{per.get(k, 0.0):.3f}" for k in ks) for cid, per in r.by_conversation.items()))
     lines += _ingest_lines(result)
     tp = cfg["tripath"]
     lines.append(f"tripath: path_weights {tp['path_weights']}, score weights {tp['weights']}, candidate_k "
