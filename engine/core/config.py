@@ -234,15 +234,9 @@ class MemoryConfig:
     message_prev_weight: float = 0.0
     message_next_weight: float = 0.0
     # message candidates (engine.memory.expansion): the records made from the N messages nearest
-    # the question join the candidates (0 = off), at most `message_per_turn` per message; with
-    # `message_feedback` w > 0, `message_feedback_k` more messages nearest (1-w)·question + w·the
-    # best candidates' source turns
+    # the question join the candidates (0 = off), at most `message_per_turn` per message (0: all)
     message_candidates: int = 0
     message_per_turn: int = 1
-    message_feedback: float = 0.0
-    message_feedback_k: int = 0
-    message_lexical_candidates: int = 0  # + the records of the N messages with the best BM25 (0 = off)
-    message_lexical_weight: float = 0.0  # message score + w * BM25 of the question on the source turn (best = 1)
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
@@ -415,16 +409,13 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "message_feedback": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "message_lexical_weight": (lambda v: 0 <= v <= 2, "in [0, 2]"),
     "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),
 }
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
                                     "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0,
                                     "score_log_rows": 0, "log_full_turns": 0, "induct_min_records": 1,
-                                    "message_candidates": 0, "message_per_turn": 0, "message_feedback_k": 0,
-                                    "message_lexical_candidates": 0}
+                                    "message_candidates": 0, "message_per_turn": 0}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 

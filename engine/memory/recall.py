@@ -17,7 +17,7 @@ from engine.core.records import MemoryRecord, Message, ScoreRow
 from engine.memory.candidates import record_tokens
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
-from engine.memory.expansion import turn_lexical_scores, with_message_candidates
+from engine.memory.expansion import with_message_candidates
 from engine.memory.messagepath import message_scores
 from engine.memory.ranking import rank
 from engine.memory.results import Retrieval
@@ -68,18 +68,13 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     outright = sorted({**safety, **floor}) if cfg.min_relevance <= 0 else sorted(safety)
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
-    if (cfg.message_candidates > 0 or cfg.message_lexical_candidates > 0) and qvec is not None:
-        results = with_message_candidates(store, user_id, results, qvec, embedder=ctx.embedder, config=cfg,
-                                          query_text=parsed.text)
+    if cfg.message_candidates > 0 and qvec is not None:
+        results = with_message_candidates(store, user_id, results, qvec, embedder=ctx.embedder, config=cfg)
     if "message" in cfg.paths and cfg.path_weights.get("message", 0) > 0:
         results = replace(results, message=message_scores(store, user_id, results.records, qvec,
                                                           embedder=ctx.embedder,
                                                           neighbours={-1: cfg.message_prev_weight,
                                                                       1: cfg.message_next_weight}))
-        if cfg.message_lexical_weight > 0:
-            lex = turn_lexical_scores(store, user_id, results.records, parsed.text, embedder=ctx.embedder)
-            w = cfg.message_lexical_weight
-            results = replace(results, message={i: s + w * lex.get(i, 0.0) for i, s in results.message.items()})
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
     counter = ctx.counter
     cands = candidate_set(results, R, now=now, count_tokens=lambda r: record_tokens(counter, r))

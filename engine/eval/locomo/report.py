@@ -54,6 +54,13 @@ TUNED_NOTE: dict[str, Any] = {
     "message_turn_context": "message score + 0.15 x cosine of the turn before, + 0.3 x the turn after (tried prev/next "
                             "0.3/0, 0.5/0, 0/0.3, 0/0.4, 0.2/0.3, 0.3/0.3, 0.1/0.4; max(own, w x neighbour) 0.8/0.9; "
                             "only for non-aggregate questions): .708 -> .715 @10, .764 -> .776 @20",
+    "message_candidates": "the records of the 100 messages nearest the question join the candidates, 2 per message "
+                          "(tried 50/100/200 messages: within .002; 1/2/all per message: within .003); with them "
+                          "message weight 0.5 -> 0.7 and next-turn weight 0.3 -> 0.4 (tried message 0.6/0.7/0.8/1.0, "
+                          "prev 0.15/0.25, next 0.3/0.4, bm25 0.3, dense 0.3, candidate_k 100): all "
+                          ".626/.715/.776 -> .634/.723/.788; left out: BM25 over turns as candidates (no change) or "
+                          "in the message score (-.009 @10), pseudo-relevance feedback from the best candidates' "
+                          "turns (no change)",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "
