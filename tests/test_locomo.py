@@ -125,6 +125,7 @@ def test_every_method_runs_and_json_has_the_declared_shape(data_file, tmp_path, 
     assert code == 0
     printed = capsys.readouterr().out
     assert "tripath-scripted" in printed and "unmatched evidence ids: 3" in printed
+    assert "tripath-scripted per conversation (all@1/2)" in printed
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert set(doc) == {"config", "methods"}
     cfg = doc["config"]
@@ -140,6 +141,9 @@ def test_every_method_runs_and_json_has_the_declared_shape(data_file, tmp_path, 
         for per_k in [m["overall"], *m["by_category"].values()]:
             assert all(0.0 <= v <= 1.0 for v in per_k.values())
             assert per_k["1"] <= per_k["2"]  # recall never falls as k grows
+        # per conversation: one conversation here, so its recall is the overall recall
+        assert list(m["by_conversation"]) == [c.sample_id for c in load_locomo(data_file).conversations]
+        assert next(iter(m["by_conversation"].values())) == m["overall"]
     # the observation records point at the right turns: its k = 2 finds the cello fact for q3
     assert doc["methods"]["tripath-observations"]["by_category"]["temporal"]["2"] >= 0.5
 

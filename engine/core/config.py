@@ -233,6 +233,10 @@ class MemoryConfig:
     # weight * max(0, cosine) of the turn before / after its source turn (0 = off)
     message_prev_weight: float = 0.0
     message_next_weight: float = 0.0
+    # message candidates (engine.memory.expansion): the records made from the N messages nearest
+    # the question join the candidates (0 = off), at most `message_per_turn` per message (0: all)
+    message_candidates: int = 0
+    message_per_turn: int = 1
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
@@ -410,7 +414,8 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
                                     "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0,
-                                    "score_log_rows": 0, "log_full_turns": 0, "induct_min_records": 1}
+                                    "score_log_rows": 0, "log_full_turns": 0, "induct_min_records": 1,
+                                    "message_candidates": 0, "message_per_turn": 0}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 

@@ -17,6 +17,7 @@ from engine.core.records import MemoryRecord, Message, ScoreRow
 from engine.memory.candidates import record_tokens
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
+from engine.memory.expansion import with_message_candidates
 from engine.memory.messagepath import message_scores
 from engine.memory.ranking import rank
 from engine.memory.results import Retrieval
@@ -67,6 +68,8 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     outright = sorted({**safety, **floor}) if cfg.min_relevance <= 0 else sorted(safety)
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
+    if cfg.message_candidates > 0 and qvec is not None:
+        results = with_message_candidates(store, user_id, results, qvec, embedder=ctx.embedder, config=cfg)
     if "message" in cfg.paths and cfg.path_weights.get("message", 0) > 0:
         results = replace(results, message=message_scores(store, user_id, results.records, qvec,
                                                           embedder=ctx.embedder,

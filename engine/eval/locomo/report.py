@@ -54,6 +54,13 @@ TUNED_NOTE: dict[str, Any] = {
     "message_turn_context": "message score + 0.15 x cosine of the turn before, + 0.3 x the turn after (tried prev/next "
                             "0.3/0, 0.5/0, 0/0.3, 0/0.4, 0.2/0.3, 0.3/0.3, 0.1/0.4; max(own, w x neighbour) 0.8/0.9; "
                             "only for non-aggregate questions): .708 -> .715 @10, .764 -> .776 @20",
+    "message_candidates": "the records of the 100 messages nearest the question join the candidates, 2 per message "
+                          "(tried 50/100/200 messages: within .002; 1/2/all per message: within .003); with them "
+                          "message weight 0.5 -> 0.7 and next-turn weight 0.3 -> 0.4 (tried message 0.6/0.7/0.8/1.0, "
+                          "prev 0.15/0.25, next 0.3/0.4, bm25 0.3, dense 0.3, candidate_k 100): all "
+                          ".626/.715/.776 -> .634/.723/.788; left out: BM25 over turns as candidates (no change) or "
+                          "in the message score (-.009 @10), pseudo-relevance feedback from the best candidates' "
+                          "turns (no change)",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "
@@ -72,6 +79,7 @@ class MethodResult:
     seconds: float
     ingest: Mapping[str, IngestStats] = field(default_factory=dict)  # per conversation (the engine's path)
     distinct_at_10: float = 0.0  # mean number of distinct source turns among the first 10 items
+    by_conversation: Mapping[str, Mapping[int, float]] = field(default_factory=dict)  # overall recall per conversation
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -85,6 +93,8 @@ class MethodResult:
             "items": self.items,
             "seconds": round(self.seconds, 2),
             "distinct_turns_at_10": round(self.distinct_at_10, 3),
+            "by_conversation": {cid: {str(k): round(v, 4) for k, v in per_k.items()}
+                                for cid, per_k in self.by_conversation.items()},
         }
         if self.ingest:
             out["ingest"] = {cid: s.to_dict() for cid, s in self.ingest.items()}
@@ -108,7 +118,9 @@ def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmb
     items = 0
     distinct: list[int] = []
     ingest: dict[str, IngestStats] = {}
+    by_conv: dict[str, dict[int, float]] = {}
     for conv in data.conversations:
+        mine: dict[int, list[float]] = defaultdict(list)
         indexed = index_conversation(method, conv, emb, ks[-1], overrides)
         try:
             items += indexed.store.count_records(USER)
@@ -118,7 +130,10 @@ def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmb
                 ranked = indexed.retrieve(q)
                 distinct.append(len({turn for sources in ranked[:10] for turn in sources}))
                 for k in ks:
-                    per_cat[q.category][k].append(evidence_recall(q.evidence, ranked, k))
+                    got = evidence_recall(q.evidence, ranked, k)
+                    per_cat[q.category][k].append(got)
+                    mine[k].append(got)
+            by_conv[conv.sample_id] = {k: sum(v) / len(v) for k, v in mine.items() if v}
         finally:
             indexed.store.close()
         if progress:
@@ -129,7 +144,7 @@ def _run_method(method: str, data: LocomoData, ks: Sequence[int], emb: CachedEmb
     by_cat = {c: {k: sum(v[k]) / len(v[k]) for k in ks} for c, v in per_cat.items()}
     return MethodResult(method=method, overall=overall, by_category=by_cat, questions=total,
                         questions_by_category=n_by_cat, items=items, seconds=time.perf_counter() - t0, ingest=ingest,
-                        distinct_at_10=sum(distinct) / len(distinct) if distinct else 0.0)
+                        distinct_at_10=sum(distinct) / len(distinct) if distinct else 0.0, by_conversation=by_conv)
 
 
 def run_benchmark(
@@ -245,6 +260,10 @@ def format_report(result: BenchResult) -> str:
         first = next(iter(result.methods.values()))
         lines.append("questions per category: " + ", ".join(
             f"{CATEGORY_NAMES[c]} {n}" for c, n in sorted(first.questions_by_category.items())))
+    for name, r in result.methods.items():
+        if r.by_conversation:
+            lines.append(f"{name} per conversation (all@{'/'.join(str(k) for k in ks)}): " + "; ".join(
+                f"{cid} " + "/".join(f"{per.get(k, 0.0):.3f}" for k in ks) for cid, per in r.by_conversation.items()))
     lines += _ingest_lines(result)
     tp = cfg["tripath"]
     lines.append(f"tripath: path_weights {tp['path_weights']}, score weights {tp['weights']}, candidate_k "
