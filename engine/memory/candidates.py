@@ -103,16 +103,17 @@ class CandidateSet:
         """The candidates of a retrieval: its records (in id order), fused R and each path's raw scores."""
         ids = sorted(records)
         recs = [records[i] for i in ids]
+        fixed = [_fixed(r) for r in recs]
         return cls(
             ids=ids,
             R=_floats(float(R.get(i, 0.0)) for i in ids),
             age=_floats(max(0.0, (now - r.reinforced_at).total_seconds()) for r in recs),
-            u=_floats(_tag_union(tuple(r.tags)) for r in recs),
+            u=_floats(f[1] for f in fixed),
             n=_floats(r.strengthen_count for r in recs),
-            tags=[tuple(r.tags) for r in recs],
+            tags=[f[0] for f in fixed],
             tokens=LazyTokens(recs, count_tokens),
-            sources=[frozenset(r.source.message_ids) if r.source is not None else frozenset() for r in recs],
-            sessions=[r.source.session_id if r.source is not None else None for r in recs],
+            sources=[f[2] for f in fixed],
+            sessions=[f[3] for f in fixed],
             scores_by_path={p: path_scores.get(p, {}) for p in _paths(path_scores)},
             ranks_by_path={p: _ranks(path_scores.get(p, {})) for p in _paths(path_scores)},
         )
@@ -159,6 +160,29 @@ def _floats(values) -> np.ndarray:
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
     order = sorted(scores, key=lambda i: (-scores[i], i))
     return {rid: r + 1 for r, rid in enumerate(order)}
+
+
+def _fixed(r: MemoryRecord) -> tuple[tuple[str, ...], float, frozenset[int], str | None]:
+    """(tags, tag union u, source message ids, session) of a record: what a candidate needs of it
+    that does not change with the time of the query. Kept per record object (records are frozen;
+    the store hands back the same objects while nothing was written), the object held with it so
+    its id is not reused while kept."""
+    got = _FIXED.get(id(r))
+    if got is not None and got[0] is r:
+        return got[1]
+    tags = tuple(r.tags)
+    src = r.source
+    out = (tags, _tag_union(tags), frozenset(src.message_ids) if src is not None else frozenset(),
+           src.session_id if src is not None else None)
+    if len(_FIXED) >= _FIXED_MAX:
+        _FIXED.clear()
+    _FIXED[id(r)] = (r, out)
+    return out
+
+
+#: `_fixed` by id(record), with the record itself (cleared when full: a bounded cache).
+_FIXED: dict[int, tuple[MemoryRecord, tuple]] = {}
+_FIXED_MAX = 1 << 14
 
 
 @lru_cache(maxsize=4096)

@@ -233,8 +233,8 @@ def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str =
         return {i: 0.0 for i in ids}
     total = sum(active.values())
     scale = _minmax if mode == "minmax" else _anchored
-    normed = {p: scale(getattr(results, p)) for p in active}
-    return {i: float(sum(w * normed[p].get(i, 0.0) for p, w in active.items()) / total) for i in ids}
+    pairs = [(w, scale(getattr(results, p))) for p, w in active.items()]
+    return {i: float(sum([w * normed.get(i, 0.0) for w, normed in pairs]) / total) for i in ids}
 
 
 def candidate_set(results: PathResults, R: Mapping[int, float], *, now: datetime,
