@@ -37,7 +37,7 @@ from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
 __all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint",
-           "candidate_set", "candidate_inputs", "newest_tagged"]
+           "candidate_set", "candidate_inputs", "keyword_prefilter", "newest_tagged"]
 
 #: At most this many records are read for a time constraint (newest first): a bounded read.
 DIM_READ_LIMIT = 200
@@ -109,7 +109,7 @@ def gather(
         records = {i: r for i, r in records.items() if r.is_current}
     if dim_active:
         scorer = DimensionScorer(query, config.dim_weights)
-        may_credit = _keyword_prefilter(scorer)
+        may_credit = keyword_prefilter(scorer)
         for rid, rec in records.items():
             if may_credit is not None and not may_credit(rec):
                 continue  # a keywords-only score of exactly 0: not kept either way
@@ -128,7 +128,7 @@ def gather(
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
 
 
-def _keyword_prefilter(scorer: DimensionScorer) -> Callable[[MemoryRecord], bool] | None:
+def keyword_prefilter(scorer: DimensionScorer) -> Callable[[MemoryRecord], bool] | None:
     """For a keywords-only question (the common one), a cheap test that is False only for records
     the dimension path scores exactly 0, so they need not be tokenised and scored.
 
