@@ -21,7 +21,7 @@ from engine.core.forgetting import tag_union
 from engine.core.records import MemoryRecord
 from engine.memory.injection import render_record
 
-__all__ = ["Candidate", "CandidateSet", "PATHS", "record_tokens"]
+__all__ = ["Candidate", "CandidateSet", "LazyTokens", "PATHS", "record_tokens"]
 
 #: The retrieval paths, in the order their ranks and scores are reported.
 PATHS = ("bm25", "dense", "dim")
@@ -54,7 +54,7 @@ class CandidateSet:
     u: np.ndarray
     n: np.ndarray
     tags: list[tuple[str, ...]]
-    tokens: list[int]
+    tokens: Sequence[int]  # a list, or `LazyTokens` (counted when the ranking first reads one)
     sources: list[frozenset[int]]
     sessions: list[str | None]
     scores_by_path: Mapping[str, Mapping[int, float]]  # each path's raw score by record id (absent: 0)
@@ -103,19 +103,49 @@ class CandidateSet:
         """The candidates of a retrieval: its records (in id order), fused R and each path's raw scores."""
         ids = sorted(records)
         recs = [records[i] for i in ids]
+        fixed = [_fixed(r) for r in recs]
         return cls(
             ids=ids,
             R=_floats(float(R.get(i, 0.0)) for i in ids),
             age=_floats(max(0.0, (now - r.reinforced_at).total_seconds()) for r in recs),
-            u=_floats(_tag_union(tuple(r.tags)) for r in recs),
+            u=_floats(f[1] for f in fixed),
             n=_floats(r.strengthen_count for r in recs),
-            tags=[tuple(r.tags) for r in recs],
-            tokens=[count_tokens(r) for r in recs],
-            sources=[frozenset(r.source.message_ids) if r.source is not None else frozenset() for r in recs],
-            sessions=[r.source.session_id if r.source is not None else None for r in recs],
+            tags=[f[0] for f in fixed],
+            tokens=LazyTokens(recs, count_tokens),
+            sources=[f[2] for f in fixed],
+            sessions=[f[3] for f in fixed],
             scores_by_path={p: path_scores.get(p, {}) for p in _paths(path_scores)},
             ranks_by_path={p: _ranks(path_scores.get(p, {})) for p in _paths(path_scores)},
         )
+
+
+class LazyTokens(Sequence[int]):
+    """Each candidate's token count, counted when first read: seating reads the counts of the
+    candidates it considers before top-K fills, the score log those of the rows it keeps (about 30
+    of ~150), so the others are never rendered."""
+
+    __slots__ = ("_recs", "_count", "_got")
+
+    def __init__(self, records: Sequence[MemoryRecord], count_tokens: Callable[[MemoryRecord], int]):
+        self._recs, self._count = records, count_tokens
+        self._got: list[int | None] = [None] * len(records)
+
+    def __len__(self) -> int:
+        return len(self._recs)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        got = self._got[i]
+        if got is None:
+            got = self._got[i] = self._count(self._recs[i])
+        return got
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 def _paths(path_scores: Mapping[str, Mapping[int, float]]) -> list[str]:
@@ -130,6 +160,29 @@ def _floats(values) -> np.ndarray:
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
     order = sorted(scores, key=lambda i: (-scores[i], i))
     return {rid: r + 1 for r, rid in enumerate(order)}
+
+
+def _fixed(r: MemoryRecord) -> tuple[tuple[str, ...], float, frozenset[int], str | None]:
+    """(tags, tag union u, source message ids, session) of a record: what a candidate needs of it
+    that does not change with the time of the query. Kept per record object (records are frozen;
+    the store hands back the same objects while nothing was written), the object held with it so
+    its id is not reused while kept."""
+    got = _FIXED.get(id(r))
+    if got is not None and got[0] is r:
+        return got[1]
+    tags = tuple(r.tags)
+    src = r.source
+    out = (tags, _tag_union(tags), frozenset(src.message_ids) if src is not None else frozenset(),
+           src.session_id if src is not None else None)
+    if len(_FIXED) >= _FIXED_MAX:
+        _FIXED.clear()
+    _FIXED[id(r)] = (r, out)
+    return out
+
+
+#: `_fixed` by id(record), with the record itself (cleared when full: a bounded cache).
+_FIXED: dict[int, tuple[MemoryRecord, tuple]] = {}
+_FIXED_MAX = 1 << 14
 
 
 @lru_cache(maxsize=4096)

@@ -8,6 +8,7 @@ user just contradicted; the scoring log keeps every candidate's breakdown when a
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -145,8 +146,8 @@ def assistant_replies(store: Store, user_id: str, records: Sequence[MemoryRecord
 
 
 def _dominant_theme(results: PathResults, R: Mapping[int, float]) -> str | None:
-    scored = sorted(results.records.values(), key=lambda r: (-R.get(r.id, 0.0), r.id))
-    for r in scored[:3]:
+    scored = heapq.nsmallest(3, results.records.values(), key=lambda r: (-R.get(r.id, 0.0), r.id))
+    for r in scored:
         if r.theme:
             return r.theme
     return None

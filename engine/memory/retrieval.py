@@ -37,7 +37,7 @@ from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
 __all__ = ["PathResults", "dimension_score", "gather", "fuse", "DIM_READ_LIMIT", "record_text", "has_constraint",
-           "candidate_set", "candidate_inputs", "newest_tagged"]
+           "candidate_set", "candidate_inputs", "keyword_prefilter", "newest_tagged"]
 
 #: At most this many records are read for a time constraint (newest first): a bounded read.
 DIM_READ_LIMIT = 200
@@ -109,7 +109,10 @@ def gather(
         records = {i: r for i, r in records.items() if r.is_current}
     if dim_active:
         scorer = DimensionScorer(query, config.dim_weights)
+        may_credit = keyword_prefilter(scorer)
         for rid, rec in records.items():
+            if may_credit is not None and not may_credit(rec):
+                continue  # a keywords-only score of exactly 0: not kept either way
             s = scorer(rec)
             if s is not None and s > 0:
                 dim[rid] = s
@@ -123,6 +126,33 @@ def gather(
     bm25 = {i: s for i, s in bm25.items() if i in records}
     dense = {i: s for i, s in dense.items() if i in records}
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
+
+
+def keyword_prefilter(scorer: DimensionScorer) -> Callable[[MemoryRecord], bool] | None:
+    """For a keywords-only question (the common one), a cheap test that is False only for records
+    the dimension path scores exactly 0, so they need not be tokenised and scored.
+
+    On ASCII text every token of a record (and every keyword it states, and its lower-cased
+    content) is a substring of its lower-cased content + keywords + location, so a record holding
+    none of the question's keywords and keyword tokens as a substring there scores 0 on both the
+    token and the phrase part. Non-ASCII text (NFKC, curly apostrophes, segmentation) is scored."""
+    if scorer.keys != ["keyword_tokens", "keyword_phrase"]:
+        return None
+    needles = tuple(dict.fromkeys([*scorer.kw_tokens, *scorer.q_kw]))
+    if not needles or not all(n.isascii() for n in needles):
+        return None
+
+    def may_credit(rec: MemoryRecord) -> bool:
+        hay = f"{rec.content} {' '.join(rec.keywords)} {rec.location or ''}"
+        if not hay.isascii():
+            return True
+        low = hay.lower()
+        for n in needles:
+            if n in low:
+                return True
+        return False
+
+    return may_credit
 
 
 def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) -> dict[str, list[MemoryRecord]]:
@@ -203,8 +233,8 @@ def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str =
         return {i: 0.0 for i in ids}
     total = sum(active.values())
     scale = _minmax if mode == "minmax" else _anchored
-    normed = {p: scale(getattr(results, p)) for p in active}
-    return {i: float(sum(w * normed[p].get(i, 0.0) for p, w in active.items()) / total) for i in ids}
+    pairs = [(w, scale(getattr(results, p))) for p, w in active.items()]
+    return {i: float(sum([w * normed.get(i, 0.0) for w, normed in pairs]) / total) for i in ids}
 
 
 def candidate_set(results: PathResults, R: Mapping[int, float], *, now: datetime,

@@ -141,7 +141,11 @@ def recall(ctx: EngineContext, live: LiveRecords, user_id: str, session_id: str,
         picked = retrieval.picked if retrieval else []
         if cfg.retrieval_policy == "on_event":
             store.set_kv(user_id, key, picked)
-        records = [r for r in store.get_records(user_id, picked) if r.is_current or cfg.include_history]
+        # the picks as the retrieval read them (nothing was written since), in id order as a read gives them
+        have = retrieval.records if retrieval else {}
+        records = ([have[i] for i in sorted(picked)] if all(i in have for i in picked)
+                   else store.get_records(user_id, picked))
+        records = [r for r in records if r.is_current or cfg.include_history]
         return Recall(retrieval=retrieval, records=records, replies=retrieval.assistant_replies if retrieval else {},
                       excluded=retrieval.excluded if retrieval else {},
                       candidates=retrieval.records if retrieval else {})

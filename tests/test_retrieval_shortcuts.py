@@ -1,0 +1,94 @@
+"""The retrieval's shortcuts change no result: the keyword prefilter only skips records the
+dimension path scores 0, token counts read lazily equal the counts, a record's fixed inputs kept
+per object are the record's."""
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engine.core.config import MemoryConfig
+from engine.core.records import MemoryRecord, SourcePointer
+from engine.core.tokens import ApproxTokenCounter
+from engine.memory.candidates import CandidateSet, LazyTokens, record_tokens
+from engine.memory.dimension import DimensionScorer
+from engine.memory.retrieval import keyword_prefilter
+from engine.roles.types import ParsedQuery
+
+T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+WORDS = ("tea ramen hiking leeds snowdon grandmother peanut allergy coffee paris bike piano Tea RAMEN "
+         "runner's café naïve 咖啡 北京 can't don’t").split()
+
+
+def _records(n: int, rng: random.Random) -> list[MemoryRecord]:
+    out = []
+    for i in range(n):
+        words = rng.sample(WORDS, 4)
+        out.append(MemoryRecord(id=i + 1, user_id="u", content=" ".join(words[1:]), memory_type="fact",
+                                tags=("identity",) if i % 2 else ("preference", "safety"),
+                                keywords=tuple(words[:1 + i % 2]), created_at=T0 - timedelta(hours=i),
+                                location=rng.choice([None, "Leeds", "paris", "北京"]),
+                                source=SourcePointer(session_id=f"s{i % 3}", message_ids=(i + 1, i + 2))))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_keyword_prefilter_skips_only_records_scored_zero(seed):
+    rng = random.Random(seed)
+    recs = _records(80, rng)
+    weights = MemoryConfig().dim_weights
+    skipped = 0
+    for _ in range(40):
+        kws = rng.sample([*WORDS, "hiking boots", "peanut allergy", "tea ramen", "run", "e", "zzz"], rng.randint(1, 3))
+        scorer = DimensionScorer(ParsedQuery(text=" ".join(kws), keywords=kws), weights)
+        may = keyword_prefilter(scorer)
+        assert may is not None or not all(k.isascii() for k in kws)
+        for r in recs:
+            if may is not None and not may(r):
+                skipped += 1
+                assert scorer(r) == 0.0, (kws, r.content, r.keywords, r.location)
+    assert skipped > 0  # the test exercises the skip
+
+
+def test_keyword_prefilter_only_for_keyword_only_questions():
+    weights = MemoryConfig().dim_weights
+    assert keyword_prefilter(DimensionScorer(ParsedQuery(text="where", keywords=["tea"], location="Leeds"),
+                                             weights)) is None
+    assert keyword_prefilter(DimensionScorer(ParsedQuery(text="x", keywords=["咖啡"]), weights)) is None
+    assert keyword_prefilter(DimensionScorer(ParsedQuery(text="x", keywords=["tea"]), weights)) is not None
+
+
+def test_lazy_tokens_count_on_first_read_only():
+    recs = _records(10, random.Random(1))
+    counter, seen = ApproxTokenCounter(), []
+
+    def count(r):
+        seen.append(r.id)
+        return record_tokens(counter, r)
+
+    lazy = LazyTokens(recs, count)
+    assert len(lazy) == 10 and not seen
+    assert lazy[3] == record_tokens(counter, recs[3]) and lazy[3] == lazy[-7]
+    assert seen == [4]
+    assert list(lazy) == [record_tokens(counter, r) for r in recs]
+    assert lazy[2:4] == list(lazy)[2:4]
+    assert sorted(seen) == list(range(1, 11))
+    with pytest.raises(IndexError):
+        lazy[10]
+
+
+def test_candidate_set_inputs_are_the_records():
+    recs = {r.id: r for r in _records(30, random.Random(2))}
+    counter = ApproxTokenCounter()
+    for _ in range(2):  # the second time from what was kept per record
+        cs = CandidateSet.from_records(recs, {i: 0.5 for i in recs}, path_scores={"bm25": {1: 2.0}}, now=T0,
+                                       count_tokens=lambda r: record_tokens(counter, r))
+        for i, rid in enumerate(cs.ids):
+            r = recs[rid]
+            c = cs.candidate(i)
+            assert c.tags == tuple(r.tags) and c.sources == frozenset(r.source.message_ids)
+            assert c.session == r.source.session_id and c.tokens == record_tokens(counter, r)
+    changed = {i: MemoryRecord(**{**{f: getattr(r, f) for f in r.__dataclass_fields__}, "tags": ("episode",)})
+               for i, r in recs.items()}
+    cs = CandidateSet.from_records(changed, {}, path_scores={}, now=T0, count_tokens=lambda r: 1)
+    assert all(t == ("episode",) for t in cs.tags)
