@@ -84,8 +84,10 @@ def _line_in_time(line: str, when) -> bool:
 
 def _shown_data_lines(system: str) -> list[str]:
     """The lines of a system prompt that carry facts: inside the engine's data fences when the
-    prompt has them (the instructions around them are not facts), else every line."""
+    prompt has them (the instructions around them are not facts), else every line but the clock's
+    ("Current date: ..." is the prompt's date, not something the user said)."""
     from engine.memory.injection import (
+        CLOCK_PREFIX,
         PROFILE_CLOSE,
         PROFILE_OPEN,
         RECORDS_CLOSE,
@@ -93,7 +95,7 @@ def _shown_data_lines(system: str) -> list[str]:
     )
 
     if RECORDS_OPEN not in system and PROFILE_OPEN not in system:
-        return system.splitlines()
+        return [line for line in system.splitlines() if not line.strip().startswith(CLOCK_PREFIX)]
     out: list[str] = []
     inside = False
     for line in system.splitlines():
