@@ -1,0 +1,32 @@
+"""The extractor's compact payload, the responder reading it back, and which supersedes correct the profile."""
+
+from datetime import UTC, datetime
+
+from engine.core.records import UserProfile
+from engine.eval.cost.responder import _window_message
+from engine.memory.profile import profile_corrections
+from engine.roles.llm.roles import LLMExtractor
+from engine.roles.types import ExtractionInput, WindowMessage
+
+T = datetime(2026, 3, 7, 10, 15, 42, tzinfo=UTC)
+
+
+def test_extractor_payload_sends_speaker_only_when_it_is_not_the_role_and_minute_times():
+    inp = ExtractionInput(user_id="u", session_id="s", new=[
+        WindowMessage(id=1, role="user", speaker="user", content="I moved.", at=T),
+        WindowMessage(id=2, role="user", speaker="Carol", content="I bake.", at=T),
+        WindowMessage(id=3, role="assistant", speaker="assistant", content="Noted.", at=T)])
+    out = LLMExtractor.__new__(LLMExtractor)._payload(inp)["new"]
+    assert [("speaker" in m) for m in out] == [False, True, False]
+    assert out[1]["speaker"] == "Carol" and out[0]["at"] == "2026-03-07T10:15+00:00"
+    back = [_window_message(m) for m in out]
+    assert [m.speaker for m in back] == ["user", "Carol", "assistant"]
+    assert back[0].at == T.replace(second=0)
+
+
+def test_only_a_supersede_of_a_record_the_profile_rests_on_is_a_correction():
+    profile = UserProfile(user_id="u", fields={"identity": ("lives in Beijing",)},
+                          sources={"identity": {"lives in Beijing": (4,)}})
+    superseded = [{"existing": 4, "successor": 9}, {"existing": 2, "successor": 10}]
+    assert profile_corrections(profile, superseded) == [9]
+    assert profile_corrections(UserProfile(user_id="u"), superseded) == []
