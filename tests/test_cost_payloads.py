@@ -3,7 +3,6 @@
 from datetime import UTC, datetime
 
 from engine.core.records import UserProfile
-from engine.eval.cost.responder import _window_message
 from engine.memory.profile import profile_corrections
 from engine.roles.llm.roles import LLMExtractor
 from engine.roles.types import ExtractionInput, WindowMessage
@@ -17,9 +16,10 @@ def test_extractor_payload_sends_speaker_only_when_it_is_not_the_role_and_minute
         WindowMessage(id=2, role="user", speaker="Carol", content="I bake.", at=T),
         WindowMessage(id=3, role="assistant", speaker="assistant", content="Noted.", at=T)])
     out = LLMExtractor.__new__(LLMExtractor)._payload(inp)["new"]
+    assert out == inp.payload()["new"]  # the export's pairs and the event log get the same
     assert [("speaker" in m) for m in out] == [False, True, False]
     assert out[1]["speaker"] == "Carol" and out[0]["at"] == "2026-03-07T10:15+00:00"
-    back = [_window_message(m) for m in out]
+    back = [WindowMessage(**m) for m in out]  # the scripted responder and the export read it back
     assert [m.speaker for m in back] == ["user", "Carol", "assistant"]
     assert back[0].at == T.replace(second=0)
 

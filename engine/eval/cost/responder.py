@@ -70,8 +70,8 @@ class ScriptedResponder:
         m = self.models
         if tool == "ExtractionOutput":
             inp = R.ExtractionInput(user_id="u", session_id="s",
-                                    context=[_window_message(x) for x in payload.get("context", [])],
-                                    new=[_window_message(x) for x in payload.get("new", [])])
+                                    context=[R.WindowMessage(**x) for x in payload.get("context", [])],
+                                    new=[R.WindowMessage(**x) for x in payload.get("new", [])])
             out = m.extractor.extract(inp)
         elif tool == "ParsedQuery":
             out = m.query_parser.parse(R.QueryInput.model_validate(payload))
@@ -148,12 +148,6 @@ class ScriptedResponder:
         completion = _COUNTER.count(output)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_cache_hit_tokens": hit, "prompt_cache_miss_tokens": prompt - hit}
-
-
-def _window_message(x: dict[str, Any]) -> R.WindowMessage:
-    """A message of the extractor's payload back as the role's input (`speaker` is sent only
-    when it is not the role)."""
-    return R.WindowMessage(**{"speaker": x.get("role", "user"), **x})
 
 
 def scripted_server(**kwargs: Any) -> FakeOpenAI:

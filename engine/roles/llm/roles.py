@@ -25,7 +25,6 @@ from engine.roles.types import (
     TimeConstraint,
     TuneInput,
     TuneOutput,
-    WindowMessage,
 )
 
 __all__ = ["LLMExtractor", "LLMQueryParser", "LLMConsolidator", "LLMTuner", "LLMProfileInducer"]
@@ -83,14 +82,7 @@ class LLMExtractor(LLMRole[ExtractionInput, ExtractionOutput]):
     schema_descriptions = False  # the prompt explains every field
 
     def _payload(self, inp: ExtractionInput) -> dict[str, Any]:
-        """The window as compact as the prompt allows: `speaker` only when it is not the role
-        (a named user), `at` to the minute (messages' seconds never change a record)."""
-
-        def msgs(ms: list[WindowMessage]) -> list[dict[str, Any]]:
-            return [{"id": m.id, "role": m.role, **({"speaker": m.speaker} if m.speaker != m.role else {}),
-                     "at": m.at.isoformat(timespec="minutes"), "content": m.content} for m in ms]
-
-        return {"context": msgs(inp.context), "new": msgs(inp.new)}
+        return inp.payload()
 
     def extract(self, inp: ExtractionInput) -> ExtractionOutput:
         return self.run(inp).output
