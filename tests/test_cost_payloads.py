@@ -30,3 +30,19 @@ def test_only_a_supersede_of_a_record_the_profile_rests_on_is_a_correction():
     superseded = [{"existing": 4, "successor": 9}, {"existing": 2, "successor": 10}]
     assert profile_corrections(profile, superseded) == [9]
     assert profile_corrections(UserProfile(user_id="u"), superseded) == []
+
+
+def test_a_record_the_profile_already_says_is_not_shown_twice():
+    from engine.core.records import MemoryRecord
+    from engine.core.tokens import ApproxTokenCounter
+    from engine.memory.injection import build_prompt, said_by_profile
+
+    name = MemoryRecord(id=1, user_id="u", content="The user's name is Omar Haddad.", created_at=T)
+    job = MemoryRecord(id=2, user_id="u", content="Omar Haddad manages a climbing gym in Leeds.", created_at=T)
+    profile = UserProfile(user_id="u", fields={"name": ("Omar Haddad",), "occupation": ("manager",)},
+                          sources={"name": {"Omar Haddad": (1,)}, "occupation": {"manager": (2,)}})
+    assert said_by_profile(name, profile) and not said_by_profile(job, profile)
+    p = build_prompt(core="core", profile=profile, records=[name, job], window=[], counter=ApproxTokenCounter())
+    assert "climbing gym" in p.system and "The user's name is" not in p.system and p.record_ids == (2,)
+    unsourced = UserProfile(user_id="u", fields=profile.fields)
+    assert not said_by_profile(name, unsourced)  # only a value resting on the record stands in for it

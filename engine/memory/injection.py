@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from engine.core.records import MemoryRecord, Message, UserProfile
+from engine.core.text import content_tokens
 from engine.core.tokens import TokenCounter
 
 __all__ = ["PromptPart", "BuiltPrompt", "build_prompt", "with_window", "render_record", "sanitize_data", "RECORDS_OPEN",
@@ -108,6 +109,31 @@ def render_profile(profile: UserProfile, value_dates: Mapping[str, str] | None =
     return "\n".join(lines)
 
 
+#: Words that name the record's subject, not anything it says ("the user's name is ...").
+_SUBJECT_WORDS = frozenset({"user", "用户"})
+
+
+def said_by_profile(record: MemoryRecord, profile: UserProfile, value_dates: Mapping[str, str] | None = None) -> bool:
+    """Whether the profile block already says all `record` says: the record is a source of a shown
+    value whose line holds every word of the record's own line (its time and place included), but
+    for the subject ("the user", the user's name). Such a record is not shown twice."""
+    if record.id is None:
+        return False
+    subject = set(_SUBJECT_WORDS)
+    for name in profile.fields.get("name", ()):
+        subject.update(content_tokens(name))
+    words = set(content_tokens(render_record(record))) - subject
+    if not words:
+        return False
+    for key, values in profile.fields.items():
+        for v in values:
+            if record.id in profile.sources_of(key, v):
+                line = render_profile(UserProfile(user_id=profile.user_id, fields={key: (v,)}), value_dates)
+                if words <= set(content_tokens(line)):
+                    return True
+    return False
+
+
 def build_prompt(
     *,
     core: str,
@@ -134,9 +160,10 @@ def build_prompt(
     if profile_text:
         text = f"{PROFILE_OPEN}\n{profile_text}\n{PROFILE_CLOSE}"
         parts.append(PromptPart(name="profile", text=text, tokens=counter.count(text), cacheable=True))
-    ordered = sorted(records, key=lambda r: r.id or 0)
+    replies = assistant_replies or {}
+    ordered = [r for r in sorted(records, key=lambda r: r.id or 0)
+               if profile is None or r.id in replies or not said_by_profile(r, profile, value_dates)]
     if ordered:
-        replies = assistant_replies or {}
         body = "\n".join(render_record(r, assistant_reply=replies.get(r.id)) for r in ordered)
         text = f"{RECORDS_OPEN}\n{body}\n{RECORDS_CLOSE}"
         parts.append(PromptPart(name="records", text=text, tokens=counter.count(text), cacheable=False))

@@ -36,6 +36,7 @@ from engine.roles.scripted.lang import QUESTION_WORDS, is_question, is_zh
 
 __all__ = ["ScriptedChatModel"]
 
+_ANSWER_LEAD = re.compile(r"^(From what I have: |根据我掌握的信息：)+")
 _CURRENT_DATE = re.compile(r"Current date: (\d{4}-\d{2}-\d{2})")
 _DATE_LABEL = re.compile(r"\d{4}-\d{2}-\d{2}(?:\.\.\d{4}-\d{2}-\d{2})?|\d{4}-\d{2}(?!-)|(?<![\d-])\d{4}(?![\d-])")
 
@@ -167,7 +168,8 @@ class ScriptedChatModel(BaseChatModel):
             if isinstance(m, SystemMessage):
                 lines.extend(line.strip(" -*•\t") for line in _shown_data_lines(text))
             elif i < last_human:
-                lines.extend(split_sentences(text))
+                # an earlier question is no answer, and an earlier answer's lead-in is no fact
+                lines.extend(x for x in split_sentences(_ANSWER_LEAD.sub("", text)) if not is_question(x))
         lines = [line for line in dict.fromkeys(lines) if content_tokens(line)]
         if not is_question(question):
             return ("好的，我记下了。" if zh else "Noted."), []
