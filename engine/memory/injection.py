@@ -161,7 +161,10 @@ def build_prompt(
         text = f"{PROFILE_OPEN}\n{profile_text}\n{PROFILE_CLOSE}"
         parts.append(PromptPart(name="profile", text=text, tokens=counter.count(text), cacheable=True))
     replies = assistant_replies or {}
-    ordered = [r for r in sorted(records, key=lambda r: r.id or 0)
+    picked = sorted(records, key=lambda r: r.id or 0)
+    # a record the profile block already says reaches the model through it: not rendered twice, but
+    # still one of the prompt's records (a reply drawing on the profile line reinforces it)
+    ordered = [r for r in picked
                if profile is None or r.id in replies or not said_by_profile(r, profile, value_dates)]
     if ordered:
         body = "\n".join(render_record(r, assistant_reply=replies.get(r.id)) for r in ordered)
@@ -170,7 +173,7 @@ def build_prompt(
     system = "\n\n".join(p.text for p in parts)
     payload = sum(p.tokens for p in parts if p.name in ("profile", "records"))
     bare = BuiltPrompt(parts=tuple(parts), system=system, messages=({"role": "system", "content": system},),
-                       record_ids=tuple(r.id for r in ordered if r.id is not None), payload_tokens=payload)
+                       record_ids=tuple(r.id for r in picked if r.id is not None), payload_tokens=payload)
     return with_window(bare, window, counter=counter)
 
 
