@@ -80,7 +80,9 @@ def test_sweep_measures_points_references_frontier_and_choice(swept):
     by = {p.label: p for p in swept.points}
     small, big = by["top_k=1 tau=3600"], by["top_k=4 tau=3600"]
     assert small.expected == big.expected == 3
-    assert small.payload_tokens < big.payload_tokens  # one record injected instead of up to four
+    # one record injected instead of up to four; here the extra ones are what the profile already
+    # says (not rendered twice), so the payloads may tie
+    assert small.payload_tokens <= big.payload_tokens
     chosen = swept.chosen
     grid = [p for p in swept.points if not p.reference]
     top = max(p.recall for p in grid)

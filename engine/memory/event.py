@@ -18,7 +18,7 @@ from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
 from engine.memory.extraction import Window, call_extractor, profile_name, says_nothing, to_records, windows
 from engine.memory.gate import cue_events, mature_prefix
-from engine.memory.profile import correct_profile, induct
+from engine.memory.profile import induct, profile_corrections
 from engine.memory.results import EventOutcome
 from engine.memory.retrieval import record_text
 from engine.memory.update import UpdateStats, apply_updates
@@ -72,14 +72,12 @@ def run_event(ctx: EngineContext, user_id: str, session_id: str, *, event_no: in
         added.extend(stats.added)
         merged.extend(x["existing"] for x in stats.merged)
         superseded.extend(x["existing"] for x in stats.superseded)
-        inducted_upto = store.get_cursor(user_id, "", "induct")
-        corrections.extend(x["successor"] for x in stats.superseded if x["existing"] <= inducted_upto)
+        corrections.extend(profile_corrections(store.get_profile(user_id), stats.superseded))
     if themes:
         theme = themes.most_common(1)[0][0]
         tune_theme(ctx, user_id, log_session, theme, samples[theme][-8:], event_no=event_no)
-    if corrections:
-        correct_profile(ctx, user_id, log_session, corrections, event_no=event_no)
-    induct(ctx, user_id, log_session, event_no=event_no)
+    # corrections ride along with the event's induction call when there is one (one call, not two)
+    induct(ctx, user_id, log_session, event_no=event_no, corrections=corrections)
     new_cursor = store.get_cursor(user_id, session_id, "extract")
     ctx.log(user_id, log_session, "truncate", {
         "session": session_id, "cursor": new_cursor,

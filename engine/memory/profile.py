@@ -5,8 +5,10 @@ it stops at the first record not yet mature enough (`long_term_value`), so the c
 one, and waits (a logged "deferred" induct) while fewer than `induct_min_records` of them are
 lasting and current, none of those is one the profile shows at once (a trait, an identity,
 preference, decision or safety record, a single-valued attribute), and the oldest was said less
-than `induct_max_wait` ago. A record that supersedes one the profile already holds corrects the profile in the same
-event, without waiting for the gate (the cursor does not move for that).
+than `induct_max_wait` ago. A record that supersedes one a profile value rests on corrects the profile in the same
+event, without waiting for the gate (the cursor does not move for that); when the event inducts a batch
+too, the correction rides in the same inducer call. A superseded record no profile value rests on needs
+no correction: its successor reaches the inducer with its batch like any new record.
 """
 
 from __future__ import annotations
@@ -23,13 +25,23 @@ from engine.memory.update import record_view
 from engine.roles.types import InductionInput, InductionOutput
 from engine.stores.base import Store
 
-__all__ = ["induct", "correct_profile", "apply_induction", "profile_for_prompt", "MAX_INDUCTION_BATCH"]
+__all__ = ["induct", "correct_profile", "profile_corrections", "apply_induction", "profile_for_prompt", "MAX_INDUCTION_BATCH"]
 
 MAX_INDUCTION_BATCH = 20
 
 
-def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int) -> None:
-    """Induct the next batch of mature records past the cursor into the profile."""
+def profile_corrections(profile: UserProfile, superseded: Sequence[Mapping[str, int]]) -> list[int]:
+    """The successors of superseded records that some profile value rests on (those the profile
+    must correct now); the others' successors wait for their batch like any new record."""
+    held = {i for vals in profile.sources.values() for ids in vals.values() for i in ids}
+    return [x["successor"] for x in superseded if x["existing"] in held]
+
+
+def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int,
+           corrections: Sequence[int] = ()) -> None:
+    """Induct the next batch of mature records past the cursor into the profile, with the
+    `corrections` (successors of records the profile rests on) in the same call; when the batch
+    waits, the corrections go alone (the cursor does not move for them)."""
     cfg, now = ctx.config, ctx.now()
     cursor = ctx.store.get_cursor(user_id, "", "induct")
     fresh = ctx.store.records(user_id, include_invalid=True, after_id=cursor, limit=MAX_INDUCTION_BATCH)
@@ -48,9 +60,15 @@ def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int) 
                                                "eligible": len(eligible), "min_records": cfg.induct_min_records,
                                                "waited_seconds": round(waited, 3)},
                 event_no=event_no)
+        batch = []
+    if not batch:
+        if corrections:
+            correct_profile(ctx, user_id, session_id, corrections, event_no=event_no)
         return
-    if batch:
-        apply_induction(ctx, user_id, session_id, batch, event_no=event_no, move_cursor=True)
+    in_batch = {r.id for r in batch}
+    extra = [i for i in dict.fromkeys(corrections) if i not in in_batch]
+    apply_induction(ctx, user_id, session_id, batch, event_no=event_no, move_cursor=True,
+                    extra=ctx.store.get_records(user_id, extra) if extra else (), corrections=len(corrections))
 
 
 #: Tags whose records the profile shows at once (never held back for a batch).
@@ -72,11 +90,15 @@ def correct_profile(ctx: EngineContext, user_id: str, session_id: str, successor
 
 
 def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Sequence[MemoryRecord], *,
-                    event_no: int, move_cursor: bool) -> None:
-    """Ask the inducer about `batch`, apply its adds/removes with each value's source records, keep
-    a history entry. One-off instructions (`lasting=False`) never reach the inducer."""
+                    event_no: int, move_cursor: bool, extra: Sequence[MemoryRecord] = (),
+                    corrections: int = 0) -> None:
+    """Ask the inducer about `batch` (and `extra`, corrections past the cursor's batch), apply its
+    adds/removes with each value's source records, keep a history entry. One-off instructions
+    (`lasting=False`) never reach the inducer."""
     store, now = ctx.store, ctx.now()
     profile = store.get_profile(user_id)
+    cursor_batch = batch
+    batch = [*batch, *extra]
     current = [r for r in batch if r.is_current and r.lasting]
     try:
         if not current:  # nothing the inducer could establish or retract: no model call
@@ -98,9 +120,11 @@ def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Se
     with store.transaction():
         store.save_profile(new_profile, entry)
         if move_cursor:
-            store.set_cursor(user_id, "", "induct", batch[-1].id)
+            store.set_cursor(user_id, "", "induct", cursor_batch[-1].id)
     ctx.log(user_id, session_id, "induct", {"record_ids": [r.id for r in batch], "version": new_profile.version,
-                                           "diff": entry.diff(), "correction": not move_cursor}, event_no=event_no)
+                                           "diff": entry.diff(), "correction": not move_cursor,
+                                           **({"corrections": corrections} if corrections else {})},
+            event_no=event_no)
 
 
 def _applied(before: Mapping[str, tuple[str, ...]], *, add: Mapping[str, Sequence[str]],

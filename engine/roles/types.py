@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "WindowMessage",
@@ -42,13 +42,21 @@ class _Model(BaseModel):
 
 
 class WindowMessage(_Model):
-    """A message as the extractor sees it."""
+    """A message as the extractor sees it (`speaker` defaults to the role: the payload sends it only
+    for a named speaker)."""
 
     id: int
     role: str
     speaker: str
     content: str
     at: datetime
+
+    @model_validator(mode="before")
+    @classmethod
+    def _speaker_is_the_role(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("speaker") and "role" in data:
+            return {**data, "speaker": data["role"]}
+        return data
 
 
 class ExtractionInput(_Model):
@@ -61,11 +69,12 @@ class ExtractionInput(_Model):
 
     def payload(self) -> dict[str, list[dict[str, object]]]:
         """The window as a model extractor gets it (its user message, as JSON): context and new
-        messages with id, role, speaker, ISO time and content; no user or session ids."""
+        messages with id, role, speaker (only when it is not the role: a named user), ISO time to
+        the minute (seconds never change a record) and content; no user or session ids."""
 
         def msgs(ms: list[WindowMessage]) -> list[dict[str, object]]:
-            return [{"id": m.id, "role": m.role, "speaker": m.speaker, "at": m.at.isoformat(), "content": m.content}
-                    for m in ms]
+            return [{"id": m.id, "role": m.role, **({"speaker": m.speaker} if m.speaker != m.role else {}),
+                     "at": m.at.isoformat(timespec="minutes"), "content": m.content} for m in ms]
 
         return {"context": msgs(self.context), "new": msgs(self.new)}
 

@@ -30,7 +30,7 @@ from engine.roles.types import (
 __all__ = ["LLMExtractor", "LLMQueryParser", "LLMConsolidator", "LLMTuner", "LLMProfileInducer"]
 
 _EXTRACT = """Extract long-term memory records from a user-assistant chat.
-Input JSON {"context", "new"}: messages with id, role, speaker, at (ISO time), content. Record only what the `new` messages say; `context` only resolves references.
+Input JSON {"context", "new"}: messages with id, role, speaker (absent: the role itself), at (ISO time), content. Record only what the `new` messages say; `context` only resolves references.
 - One atomic, self-contained statement per record: the speaker's name (or "the user") for pronouns, absolute dates for relative ones ("yesterday", "next Friday"), computed from that message's `at`.
 - User-side facts only: what the user said, is, did, plans, prefers or decided; the assistant's suggestions only if the user adopts them; no greetings or small talk. Life events (a death, a diagnosis, a move, a wedding, a job loss) and open problems (a refund not yet arrived) are never small talk. Someone else's preferences are theirs, not the user's.
 - A request, even as a question ("could you add two bags of flour to my next order?"), is a record; a question asking for information is not.

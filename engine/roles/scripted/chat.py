@@ -36,6 +36,7 @@ from engine.roles.scripted.lang import QUESTION_WORDS, is_question, is_zh
 
 __all__ = ["ScriptedChatModel"]
 
+_ANSWER_LEAD = re.compile(r"^(From what I have: |根据我掌握的信息：)+")
 _CURRENT_DATE = re.compile(r"Current date: (\d{4}-\d{2}-\d{2})")
 _DATE_LABEL = re.compile(r"\d{4}-\d{2}-\d{2}(?:\.\.\d{4}-\d{2}-\d{2})?|\d{4}-\d{2}(?!-)|(?<![\d-])\d{4}(?![\d-])")
 
@@ -84,8 +85,10 @@ def _line_in_time(line: str, when) -> bool:
 
 def _shown_data_lines(system: str) -> list[str]:
     """The lines of a system prompt that carry facts: inside the engine's data fences when the
-    prompt has them (the instructions around them are not facts), else every line."""
+    prompt has them (the instructions around them are not facts), else every line but the clock's
+    ("Current date: ..." is the prompt's date, not something the user said)."""
     from engine.memory.injection import (
+        CLOCK_PREFIX,
         PROFILE_CLOSE,
         PROFILE_OPEN,
         RECORDS_CLOSE,
@@ -93,7 +96,7 @@ def _shown_data_lines(system: str) -> list[str]:
     )
 
     if RECORDS_OPEN not in system and PROFILE_OPEN not in system:
-        return system.splitlines()
+        return [line for line in system.splitlines() if not line.strip().startswith(CLOCK_PREFIX)]
     out: list[str] = []
     inside = False
     for line in system.splitlines():
@@ -165,7 +168,8 @@ class ScriptedChatModel(BaseChatModel):
             if isinstance(m, SystemMessage):
                 lines.extend(line.strip(" -*•\t") for line in _shown_data_lines(text))
             elif i < last_human:
-                lines.extend(split_sentences(text))
+                # an earlier question is no answer, and an earlier answer's lead-in is no fact
+                lines.extend(x for x in split_sentences(_ANSWER_LEAD.sub("", text)) if not is_question(x))
         lines = [line for line in dict.fromkeys(lines) if content_tokens(line)]
         if not is_question(question):
             return ("好的，我记下了。" if zh else "Noted."), []
