@@ -87,6 +87,8 @@ def test_event_and_score_row_round_trip():
     row = ScoreRow(record_id=1, ranks={"bm25": 1, "dense": None}, path_scores={"bm25": 2.0}, R=0.5, T=0.9, F=0.6,
                    parts={"alpha_R": 0.1}, S=0.7, verdict="picked", why="top-K", tokens=12, position=0)
     assert ScoreRow.from_dict(row.to_dict()) == row
+    from dataclasses import fields  # the hand-written to_dict names every field, in declaration order
+    assert list(row.to_dict()) == [f.name for f in fields(ScoreRow)]
 
 
 def test_timespan_validation():

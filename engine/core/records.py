@@ -476,11 +476,18 @@ class ScoreRow:
     position: int | None = None  # rank by S among candidates (0 = best)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: (dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v) for f in fields(self)}
+        return {
+            "record_id": self.record_id, "ranks": dict(self.ranks), "path_scores": dict(self.path_scores),
+            "R": self.R, "T": self.T, "F": self.F, "parts": dict(self.parts), "S": self.S,
+            "verdict": self.verdict, "why": self.why, "tokens": self.tokens, "position": self.position,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScoreRow:
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        return cls(**{name: data[name] for name in _SCORE_FIELDS if name in data})
+
+
+_SCORE_FIELDS = tuple(f.name for f in fields(ScoreRow))
 
 
 def record_text(record: MemoryRecord) -> str:
