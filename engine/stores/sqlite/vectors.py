@@ -16,29 +16,46 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition", "partition_from_rows"]
+__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition", "partition_from_rows"]
 
 #: Default memory for the in-memory vector partitions (100k vectors of 384 dims take ~150 MB).
 VECTOR_CACHE_MB = 1024
 #: Bytes a cached vector costs beyond its floats (id, norm, validity, index entry), for budgeting.
 BYTES_PER_VECTOR_OVERHEAD = 120
+#: What a mapped partition holds in memory per vector beyond its sign bits (id, inverse norm, validity,
+#: index entry), for budgeting: its floats stay in the saved file.
+MAPPED_BYTES_PER_VECTOR = 120
+#: Rows per block of the Hamming scan (its buffers stay in the CPU cache).
+HAMMING_BLOCK = 1 << 16
+#: The Hamming distance given to a row the search may not return (above any real one).
+INELIGIBLE = 65535
 
 
 class VectorPartition:
-    """One user's vectors in memory, with ids, inverse norms and validity, patched in place."""
+    """One user's vectors in memory, with ids, inverse norms and validity, patched in place.
 
-    __slots__ = ("_codes", "_index", "ids", "inv_norm", "mat", "n", "valid", "version")
+    A *mapped* partition (`mapped=True`, for one over the memory budget) keeps only its ids,
+    validity, inverse norms and sign-bit codes in memory; its float matrix is the saved copy's
+    file, memory-mapped (engine.stores.sqlite.sidecar), with rows appended since in `tail`. It is
+    always searched coarse to fine, so a query reads only its pool's rows of the file.
+    """
+
+    __slots__ = ("_codes", "_index", "_tail", "base_n", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
-                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None):
+                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False):
         self.version = version
         self.n = len(ids)
         self.ids = ids
         self.mat = mat
+        self.mapped = bool(mapped)
+        self.base_n = len(mat) if self.mapped else 0  # rows of the mapped file; later rows live in _tail
+        self._tail = np.zeros((0, mat.shape[1]), dtype=np.float32)
         self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
         self._index: dict[int, int] | None = None  # id -> row, made when a patch or lookup needs it
-        self._codes: np.ndarray | None = codes  # sign bits as uint64 words, made on the first coarse search
+        # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
+        self._codes: np.ndarray | None = codes
 
     @property
     def index(self) -> dict[int, int]:
@@ -48,13 +65,18 @@ class VectorPartition:
 
     @property
     def codes(self) -> np.ndarray:
-        if self._codes is None or len(self._codes) < self.n:
-            self._codes = self.sign_codes(self.mat[: self.n])
+        """The sign-bit codes word by word, (words, >= n) uint64."""
+        if self._codes is None or self._codes.shape[1] < self.n:
+            if self.mapped:  # block by block: never the whole float matrix at once
+                codes = np.concatenate([self.sign_codes(c) for c in self.float_chunks()] or [self.sign_codes(self._tail[:0])])
+            else:
+                codes = self.sign_codes(self.mat[: self.n])
+            self._codes = np.ascontiguousarray(codes.T)
         return self._codes
 
     @staticmethod
     def sign_codes(mat: np.ndarray) -> np.ndarray:
-        """Each row's sign bits packed into uint64 words (zero padded), for Hamming distances."""
+        """Each row's sign bits packed into uint64 words (zero padded), (rows, words), for Hamming distances."""
         mat = np.atleast_2d(mat)
         packed = np.packbits(mat > 0, axis=1, bitorder="little")
         pad = -packed.shape[1] % 8
@@ -69,23 +91,51 @@ class VectorPartition:
 
     @property
     def nbytes(self) -> int:
+        """Memory the copy holds (a mapped matrix is the file's, not counted; its index entry is)."""
         codes = 0 if self._codes is None else self._codes.nbytes
-        return int(self.mat.nbytes + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
+        mat = self._tail.nbytes if self.mapped else self.mat.nbytes
+        return int(mat + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """The float vectors of partition rows `rows` (sorted ascending reads the mapped file in order)."""
+        if not self.mapped:
+            return self.mat[rows]
+        rows = np.asarray(rows)
+        if not len(rows) or rows.max() < self.base_n:
+            return np.asarray(self.mat[rows])
+        out = np.empty((len(rows), self.mat.shape[1]), dtype=np.float32)
+        low = rows < self.base_n
+        out[low] = self.mat[rows[low]]
+        out[~low] = self._tail[rows[~low] - self.base_n]
+        return out
+
+    def float_chunks(self, size: int = 65536) -> Iterator[np.ndarray]:
+        """The n float vectors in row order, a block at a time (to save a mapped copy without a second matrix)."""
+        for s in range(0, self.n, size):
+            yield self.rows(np.arange(s, min(self.n, s + size)))
 
     def append(self, ids: Sequence[int], mat: np.ndarray, valid: Sequence[bool]) -> None:
         m = len(ids)
         if self.n + m > len(self.ids):  # grow by doubling so a stream of small adds stays linear
             cap = max(2 * len(self.ids), self.n + m, 16)
-            for name in ("ids", "mat", "inv_norm", "valid"):
+            for name in ("ids", "inv_norm", "valid") if self.mapped else ("ids", "mat", "inv_norm", "valid"):
                 old = getattr(self, name)
                 new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
                 new[: self.n] = old[: self.n]
                 setattr(self, name, new)
+        if self.mapped and self.n + m - self.base_n > len(self._tail):
+            cap = max(2 * len(self._tail), self.n + m - self.base_n, 16)
+            new = np.zeros((cap, self.mat.shape[1]), dtype=np.float32)
+            new[: len(self._tail)] = self._tail
+            self._tail = new
         sl = slice(self.n, self.n + m)
         if self._codes is not None:
-            self._codes = np.concatenate([self._codes[: self.n], self.sign_codes(mat)])
+            self._codes = np.concatenate([self._codes[:, : self.n], self.sign_codes(mat).T], axis=1)
         self.ids[sl] = ids
-        self.mat[sl] = mat
+        if self.mapped:
+            self._tail[self.n - self.base_n: self.n - self.base_n + m] = mat
+        else:
+            self.mat[sl] = mat
         self.inv_norm[sl] = self._inv_norm(mat)
         self.valid[sl] = valid
         if self._index is not None:
@@ -95,31 +145,39 @@ class VectorPartition:
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
         i = self.index[int(rid)]
-        self.mat[i] = arr
+        if self.mapped and i >= self.base_n:
+            self._tail[i - self.base_n] = arr
+        else:
+            self.mat[i] = arr  # a mapped file is copy-on-write: the page becomes this process's own
         self.inv_norm[i] = self._inv_norm(arr.reshape(1, -1))[0]
         if self._codes is not None:
-            self._codes[i] = self.sign_codes(arr.reshape(1, -1))[0]
+            self._codes[:, i] = self.sign_codes(arr.reshape(1, -1))[0]
 
     def set_valid(self, rid: int, valid: bool) -> None:
         self.valid[self.index[int(rid)]] = valid
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        return {int(rid): self.mat[self.index[int(rid)]] for rid in ids if int(rid) in self.index}
+        found = [(int(rid), self.index[int(rid)]) for rid in ids if int(rid) in self.index]
+        if not found:
+            return {}
+        vecs = self.rows(np.array([i for _, i in found]))
+        return {rid: vecs[j] for j, (rid, _) in enumerate(found)}
 
     def search(self, q: np.ndarray, k: int, include_invalid: bool, *, coarse_above: int | None = None,
                coarse_min: int = 2048, coarse_factor: int = 32) -> list[tuple[int, float]]:
-        """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors coarse to
-        fine (the max(coarse_min, coarse_factor·k) nearest by the Hamming distance of sign bits,
-        rescored exactly on the floats). A coarse pool that would hold every vector is exact."""
+        """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors (always, when
+        mapped) coarse to fine (the max(coarse_min, coarse_factor·k) nearest by the Hamming distance of
+        sign bits, with every vector tied with the last of them, rescored exactly on the floats). A coarse
+        pool that would hold every vector is exact."""
         n = self.n
         if n == 0:
             return []
         pool = max(int(coarse_min), int(coarse_factor) * int(k))
-        if coarse_above is not None and n > coarse_above and pool < n:
+        if (self.mapped or (coarse_above is not None and n > coarse_above)) and pool < n:
             return self._coarse_search(q, k, include_invalid, pool)
         qn = float(np.linalg.norm(q))
         # einsum, not BLAS: a threaded sgemv is 2-4x slower on a busy 2-core machine and no faster idle
-        scores = np.einsum("ij,j->i", self.mat[:n], q) * self.inv_norm[:n]
+        scores = np.einsum("ij,j->i", self.mat[:n] if not self.mapped else self.rows(np.arange(n)), q) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         eligible = n
         if not include_invalid:
@@ -143,24 +201,38 @@ class VectorPartition:
         order = np.lexsort((ids, -scores[cand]))[:k]
         return [(int(ids[i]), float(scores[cand[i]])) for i in order]
 
-    def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
+    def hamming(self, q: np.ndarray, include_invalid: bool) -> np.ndarray:
+        """Each row's Hamming distance to the query's sign bits (uint16; `INELIGIBLE` for a
+        superseded row unless include_invalid), word by word over blocks that stay in cache."""
         n = self.n
-        words = np.bitwise_count(self.codes[:n] ^ self.sign_codes(q)[0])
-        ham = words[:, 0].astype(np.uint16)
-        for j in range(1, words.shape[1]):
-            ham += words[:, j]
-        eligible = n
-        if not include_invalid:
-            valid = self.valid[:n]
-            eligible = int(np.count_nonzero(valid))
-            ham[~valid] = np.iinfo(np.uint16).max
-        pool = min(pool, eligible)
-        if pool <= 0:
+        codes, qc = self.codes, self.sign_codes(q)[0]
+        ham = np.empty(n, dtype=np.uint16)
+        buf, cnt = np.empty(HAMMING_BLOCK, dtype=np.uint64), np.empty(HAMMING_BLOCK, dtype=np.uint8)
+        for s in range(0, n, HAMMING_BLOCK):
+            e = min(n, s + HAMMING_BLOCK)
+            acc, b, c = ham[s:e], buf[: e - s], cnt[: e - s]
+            for j in range(codes.shape[0]):
+                np.bitwise_xor(codes[j, s:e], qc[j], out=b)
+                np.bitwise_count(b, out=c)
+                if j:
+                    acc += c
+                else:
+                    acc[:] = c
+            if not include_invalid:
+                acc[~self.valid[s:e]] = INELIGIBLE
+        return ham
+
+    def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
+        ham = self.hamming(q, include_invalid)
+        counts = np.bincount(ham, minlength=INELIGIBLE + 1)
+        eligible = len(ham) - int(counts[INELIGIBLE])
+        if min(pool, eligible) <= 0:
             return []
-        rows = np.argpartition(ham, pool - 1)[:pool] if pool < n else np.arange(n)
-        rows = rows[ham[rows] < np.iinfo(np.uint16).max] if not include_invalid else rows
+        # the pool: every row at most as far as the pool-th nearest (ties included, so no row order decides)
+        limit = int(np.searchsorted(np.cumsum(counts[:INELIGIBLE]), min(pool, eligible)))
+        rows = np.flatnonzero(ham <= limit)
         qn = float(np.linalg.norm(q))
-        scores = np.einsum("ij,j->i", self.mat[rows], q) * self.inv_norm[rows]
+        scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         return self._top(scores, rows, k, len(rows))
 
@@ -188,6 +260,11 @@ class VectorCache:
     def fits(self, n_vectors: int) -> bool:
         """Whether a partition of this many vectors may be copied at all."""
         return n_vectors * (self.dim * 4 + BYTES_PER_VECTOR_OVERHEAD) <= self.budget_bytes
+
+    def fits_mapped(self, n_vectors: int) -> bool:
+        """Whether a mapped partition (sign bits and ids in memory, floats in the saved file) fits."""
+        words = -(-self.dim // 64)
+        return n_vectors * (8 * words + MAPPED_BYTES_PER_VECTOR) <= self.budget_bytes
 
     def current(self, user_id: str, version: int) -> VectorPartition | None:
         """The user's copy when it is at `version` (marked most recently used); a stale one is dropped."""
