@@ -25,6 +25,9 @@ BYTES_PER_VECTOR_OVERHEAD = 120
 #: What a mapped partition holds in memory per vector beyond its sign bits (id, inverse norm, validity,
 #: index entry), for budgeting: its floats stay in the saved file.
 MAPPED_BYTES_PER_VECTOR = 120
+#: The coarse pool holds at least one vector in this many (sign bits lose more neighbours as the
+#: partition grows: at 1M vectors of 384 dims a pool of 2048 keeps ~.975 of the exact top 50, 3906 all).
+COARSE_FRACTION = 256
 #: Rows per block of the Hamming scan (its buffers stay in the CPU cache).
 HAMMING_BLOCK = 1 << 16
 #: The Hamming distance given to a row the search may not return (above any real one).
@@ -166,13 +169,13 @@ class VectorPartition:
     def search(self, q: np.ndarray, k: int, include_invalid: bool, *, coarse_above: int | None = None,
                coarse_min: int = 2048, coarse_factor: int = 32) -> list[tuple[int, float]]:
         """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors (always, when
-        mapped) coarse to fine (the max(coarse_min, coarse_factor·k) nearest by the Hamming distance of
+        mapped) coarse to fine (the max(coarse_min, coarse_factor·k, n / COARSE_FRACTION) nearest by the Hamming distance of
         sign bits, with every vector tied with the last of them, rescored exactly on the floats). A coarse
         pool that would hold every vector is exact."""
         n = self.n
         if n == 0:
             return []
-        pool = max(int(coarse_min), int(coarse_factor) * int(k))
+        pool = max(int(coarse_min), int(coarse_factor) * int(k), n // COARSE_FRACTION)
         if (self.mapped or (coarse_above is not None and n > coarse_above)) and pool < n:
             return self._coarse_search(q, k, include_invalid, pool)
         qn = float(np.linalg.norm(q))
