@@ -114,3 +114,21 @@ def test_an_in_memory_database_over_its_budget_searches_with_sqlite_vec():
     assert store.search_dense("u", q, k=1)[0][0] == ids[11]
     assert "u" not in store._vcache
     store.close()
+
+
+def test_rows_are_found_by_id_whether_the_ids_ascend_or_not():
+    mat = _vectors(50)
+    for ids in (np.arange(100, 150, dtype=np.int64), np.random.default_rng(4).permutation(50).astype(np.int64) + 100):
+        part = VectorPartition(1, ids.copy(), mat.copy(), np.ones(50, dtype=bool))
+        rid = int(ids[17])
+        assert np.array_equal(part.vectors([rid, 999])[rid], mat[17]) and 999 not in part.vectors([999])
+        part.set_valid(rid, False)
+        assert not part.valid[17]
+        part.append([90, 160], _vectors(2, seed=5), [True, True])  # 90 breaks the ascending order
+        assert part.row(90) == 50 and part.row(160) == 51 and part.row(rid) == 17
+        try:
+            part.row(12345)
+        except KeyError:
+            pass
+        else:
+            raise AssertionError("a missing id must raise KeyError")

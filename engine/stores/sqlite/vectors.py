@@ -43,7 +43,7 @@ class VectorPartition:
     always searched coarse to fine, so a query reads only its pool's rows of the file.
     """
 
-    __slots__ = ("_codes", "_index", "_tail", "base_n", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_index", "_sorted", "_tail", "base_n", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
                  inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False):
@@ -56,7 +56,8 @@ class VectorPartition:
         self._tail = np.zeros((0, mat.shape[1]), dtype=np.float32)
         self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
-        self._index: dict[int, int] | None = None  # id -> row, made when a patch or lookup needs it
+        self._index: dict[int, int] | None = None  # id -> row, made when a lookup needs it and ids are not sorted
+        self._sorted: bool | None = None  # whether ids ascend (rows are then found by bisection, no dict)
         # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
         self._codes: np.ndarray | None = codes
 
@@ -65,6 +66,24 @@ class VectorPartition:
         if self._index is None:
             self._index = {int(rid): i for i, rid in enumerate(self.ids[: self.n].tolist())}
         return self._index
+
+    def _found(self, ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(id, row) of those of `ids` the partition holds, in the order given."""
+        ids = [int(rid) for rid in ids]
+        if self._sorted is None:
+            self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
+        if not self._sorted:
+            return [(rid, self.index[rid]) for rid in ids if rid in self.index]
+        have = self.ids[: self.n]
+        at = np.searchsorted(have, np.array(ids, dtype=np.int64))
+        return [(rid, int(i)) for rid, i in zip(ids, at.tolist(), strict=True) if i < self.n and int(have[i]) == rid]
+
+    def row(self, rid: int) -> int:
+        """The partition row of record `rid` (KeyError when it holds none)."""
+        found = self._found([rid])
+        if not found:
+            raise KeyError(rid)
+        return found[0][1]
 
     @property
     def codes(self) -> np.ndarray:
@@ -144,10 +163,13 @@ class VectorPartition:
         if self._index is not None:
             for i, rid in enumerate(ids):
                 self._index[int(rid)] = self.n + i
+        if self._sorted and m:
+            new = np.asarray(ids, dtype=np.int64)
+            self._sorted = bool((self.n == 0 or new[0] > self.ids[self.n - 1]) and np.all(np.diff(new) > 0))
         self.n += m
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
-        i = self.index[int(rid)]
+        i = self.row(rid)
         if self.mapped and i >= self.base_n:
             self._tail[i - self.base_n] = arr
         else:
@@ -157,10 +179,10 @@ class VectorPartition:
             self._codes[:, i] = self.sign_codes(arr.reshape(1, -1))[0]
 
     def set_valid(self, rid: int, valid: bool) -> None:
-        self.valid[self.index[int(rid)]] = valid
+        self.valid[self.row(rid)] = valid
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        found = [(int(rid), self.index[int(rid)]) for rid in ids if int(rid) in self.index]
+        found = self._found(ids)
         if not found:
             return {}
         vecs = self.rows(np.array([i for _, i in found]))
