@@ -7,7 +7,8 @@ codes) and a small JSON header written last. The header names the database (meta
 the partition version it was saved at and the user's record count and newest id: a copy is used
 only while all four match the database (a file deleted and built again has another id), so it is never the source of truth: a missing, stale or unreadable copy is rebuilt from
 the database (and saved again). Only file stores and partitions of at least `SIDECAR_MIN` vectors
-are saved; forget_user deletes the user's files.
+are saved; forget_user deletes the user's files. A partition too large for the memory budget is
+written here straight from the database, block by block, and searched from the file (mapped).
 """
 
 from __future__ import annotations

@@ -5,8 +5,13 @@ float scan (~15 ms at 100k vectors of 384 dims against ~100 ms). A `VectorPartit
 user's copy, read once from `record_vectors`; it is current while its `version` equals the
 user's row in `partition_versions`, which every write to the user's vectors or validity bumps
 (from any connection or process). `VectorCache` keeps the partitions least recently used first
-and evicts to stay within its byte budget; partitions larger than the budget are never copied
-(the store searches them with vec0 instead).
+and evicts to stay within its byte budget. A partition whose floats exceed the budget is kept
+*mapped*: its sign bits, ids, validity and inverse norms in memory (~60 B a vector), its floats
+memory-mapped from the copy saved beside the database file (engine.stores.sqlite.sidecar), and
+searched coarse to fine: a Hamming scan over the sign bits word by word, the pool every row at
+most as far as its pool-th nearest, rescored exactly on the pool's floats. Where no copy can be
+saved (':memory:', a read-only directory) or even that exceeds the budget, the store searches
+with vec0 instead.
 """
 
 from __future__ import annotations
