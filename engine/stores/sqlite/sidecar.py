@@ -30,6 +30,8 @@ __all__ = ["SIDECAR_MIN", "VectorSidecar"]
 #: Partitions smaller than this are read from the database (fast enough) and never saved.
 SIDECAR_MIN = 5000
 _PARTS = ("ids", "valid", "inv", "codes", "mat")
+#: Saved for a mapped partition only: its int8 copy and scales.
+_Q8 = ("q8", "q8s")
 #: The files' layout (2: sign-bit codes saved word by word, (words, n)); a copy of another is rebuilt.
 FORMAT = 2
 
@@ -88,12 +90,14 @@ class VectorSidecar:
                     or head.get("user") != user_id or head.get("version") != version or head.get("dim") != self.dim
                     or head.get("n") != total or head.get("newest") != newest):
                 return None
-            files = {p: f"{stem}.{head['nonce']}.{p}.npy" for p in _PARTS}
-            # mapped: every array from the page cache, copy-on-write (no read and copy of ~60 B per vector)
-            arrays = {p: np.load(files[p], mmap_mode="c" if mapped or p == "mat" else None, allow_pickle=False)
-                      for p in _PARTS}
+            parts = _PARTS + (_Q8 if mapped else ())
+            if mapped and not head.get("q8"):
+                return None
+            files = {p: f"{stem}.{head['nonce']}.{p}.npy" for p in parts}
+            # in memory (a page of the file's may leave the page cache), but the floats
+            arrays = {p: np.load(files[p], mmap_mode="c" if p == "mat" else None, allow_pickle=False) for p in parts}
             n = int(head["n"])
-            if (any(len(arrays[p]) != n for p in _PARTS if p != "codes") or arrays["codes"].shape != (_words(self.dim), n)
+            if (any(len(arrays[p]) != n for p in parts if p != "codes") or arrays["codes"].shape != (_words(self.dim), n)
                     or arrays["mat"].shape[1:] != (self.dim,)):
                 return None
             if n and int(arrays["ids"][-1]) != newest:
@@ -104,7 +108,8 @@ class VectorSidecar:
             _random_access(arrays["mat"])
         self.saved[user_id] = version
         return VectorPartition(version, arrays["ids"], arrays["mat"], arrays["valid"].astype(bool),
-                               inv_norm=arrays["inv"], codes=arrays["codes"], mapped=mapped)
+                               inv_norm=arrays["inv"], codes=arrays["codes"], mapped=mapped,
+                               q8=(arrays["q8"], arrays["q8s"]) if mapped else None)
 
     def save(self, conn: Any, user_id: str, part: VectorPartition) -> bool:
         """Write the copy (current at part.version, which the caller checked); False when it could not."""
@@ -115,9 +120,10 @@ class VectorSidecar:
             total, newest = self._facts(conn, user_id)
             if total != n or (n and int(part.ids[n - 1]) != newest):
                 return False
+            q8 = (part.q8[:n], part.q8_scale[:n]) if part.mapped else None
             nonce = self._write(user_id, n, part.float_chunks(), part.ids[:n], part.valid[:n], part.inv_norm[:n],
-                                part.codes[:, :n])
-            self._publish(user_id, part.version, n, newest, nonce)
+                                part.codes[:, :n], q8)
+            self._publish(user_id, part.version, n, newest, nonce, q8=q8 is not None)
         except OSError:
             return False
         return True
@@ -131,6 +137,7 @@ class VectorSidecar:
         valid = np.empty(total, dtype=bool)
         inv = np.empty(total, dtype=np.float32)
         codes = np.empty((_words(self.dim), total), dtype=np.uint64)
+        q8, q8s = np.empty((total, self.dim), dtype=np.int8), np.empty(total, dtype=np.float32)
         state = {"n": 0}
 
         def chunks() -> Any:
@@ -146,14 +153,15 @@ class VectorSidecar:
                 valid[i: i + m] = [bool(r[1]) for r in rows]
                 inv[i: i + m] = VectorPartition._inv_norm(mat)
                 codes[:, i: i + m] = VectorPartition.sign_codes(mat).T
+                q8[i: i + m], q8s[i: i + m] = VectorPartition.quantize(mat)
                 state["n"] = i + m
                 yield mat
 
         try:
-            nonce = self._write(user_id, total, chunks(), ids, valid, inv, codes)
+            nonce = self._write(user_id, total, chunks(), ids, valid, inv, codes, (q8, q8s))
             if state["n"] != total:
                 raise _Changed
-            self._publish(user_id, version, total, int(ids[-1]) if total else 0, nonce)
+            self._publish(user_id, version, total, int(ids[-1]) if total else 0, nonce, q8=True)
         except (OSError, _Changed):
             self.failed[user_id] = version
             return None
@@ -163,7 +171,7 @@ class VectorSidecar:
         return part
 
     def _write(self, user_id: str, n: int, floats: Any, ids: np.ndarray, valid: np.ndarray, inv: np.ndarray,
-               codes: np.ndarray) -> str:
+               codes: np.ndarray, q8: tuple[np.ndarray, np.ndarray] | None = None) -> str:
         """The files of one copy under a new nonce (the float matrix streamed block by block); the nonce."""
         stem, nonce = self._stem(user_id), secrets.token_hex(6)
         os.makedirs(self.root, exist_ok=True)
@@ -176,15 +184,18 @@ class VectorSidecar:
             out.flush()
         finally:
             del out
-        for p, arr in {"ids": ids, "valid": valid, "inv": inv, "codes": codes}.items():
+        arrays = {"ids": ids, "valid": valid, "inv": inv, "codes": codes}
+        if q8 is not None:
+            arrays.update(q8=q8[0], q8s=q8[1])
+        for p, arr in arrays.items():
             np.save(f"{stem}.{nonce}.{p}.npy", np.ascontiguousarray(arr), allow_pickle=False)
         return nonce
 
-    def _publish(self, user_id: str, version: int, n: int, newest: int, nonce: str) -> None:
+    def _publish(self, user_id: str, version: int, n: int, newest: int, nonce: str, *, q8: bool = False) -> None:
         """Write the header naming the copy (last, atomically), then drop the older files."""
         stem = self._stem(user_id)
         head = {"store": self.store_id, "format": FORMAT, "user": user_id, "version": int(version), "dim": self.dim,
-                "n": n, "newest": newest, "nonce": nonce}
+                "n": n, "newest": newest, "nonce": nonce, "q8": q8}
         with open(stem + ".json.tmp", "w") as f:
             json.dump(head, f)
         os.replace(stem + ".json.tmp", stem + ".json")

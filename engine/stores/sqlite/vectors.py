@@ -33,6 +33,10 @@ MAPPED_BYTES_PER_VECTOR = 120
 #: The coarse pool holds at least one vector in this many (sign bits lose more neighbours as the
 #: partition grows: at 1M vectors of 384 dims a pool of 2048 keeps ~.975 of the exact top 50, 3906 all).
 COARSE_FRACTION = 256
+#: A mapped partition reads from its file the floats of at least this many (or 2·k) of the pool's rows,
+#: the best by the int8 copy's cosine, and rescores them exactly (file pages are read at random and may
+#: have left the page cache: each costs a disk read then).
+MAPPED_RESCORE_MIN = 128
 #: Rows per block of the Hamming scan (its buffers stay in the CPU cache).
 HAMMING_BLOCK = 1 << 16
 #: The Hamming distance given to a row the search may not return (above any real one).
@@ -48,10 +52,11 @@ class VectorPartition:
     always searched coarse to fine, so a query reads only its pool's rows of the file.
     """
 
-    __slots__ = ("_codes", "_index", "_sorted", "_tail", "base_n", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_index", "_sorted", "_tail", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
-                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False):
+                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False,
+                 q8: tuple[np.ndarray, np.ndarray] | None = None):
         self.version = version
         self.n = len(ids)
         self.ids = ids
@@ -59,6 +64,10 @@ class VectorPartition:
         self.mapped = bool(mapped)
         self.base_n = len(mat) if self.mapped else 0  # rows of the mapped file; later rows live in _tail
         self._tail = np.zeros((0, mat.shape[1]), dtype=np.float32)
+        # mapped: each vector as int8 times a scale, in memory, to choose the few rows read from the file
+        self.q8, self.q8_scale = q8 if q8 is not None else (None, None)
+        if self.mapped and self.q8 is None:
+            self.q8, self.q8_scale = self.quantize(np.concatenate(list(self.float_chunks())) if self.n else mat[:0])
         self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
         self._index: dict[int, int] | None = None  # id -> row, made when a lookup needs it and ids are not sorted
@@ -112,6 +121,14 @@ class VectorPartition:
         return np.ascontiguousarray(packed).view(np.uint64)
 
     @staticmethod
+    def quantize(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row as int8 codes and a float32 scale (row ≈ codes · scale)."""
+        mat = np.atleast_2d(np.asarray(mat, dtype=np.float32))
+        scale = np.abs(mat).max(axis=1, initial=0.0) / 127.0
+        scale[scale == 0] = 1.0
+        return np.rint(mat / scale[:, None]).astype(np.int8), scale.astype(np.float32)
+
+    @staticmethod
     def _inv_norm(mat: np.ndarray) -> np.ndarray:
         norm = np.linalg.norm(mat, axis=1)
         return np.divide(1.0, norm, out=np.zeros_like(norm), where=norm > 0).astype(np.float32)
@@ -120,7 +137,7 @@ class VectorPartition:
     def nbytes(self) -> int:
         """Memory the copy holds (a mapped matrix is the file's, not counted; its index entry is)."""
         codes = 0 if self._codes is None else self._codes.nbytes
-        mat = self._tail.nbytes if self.mapped else self.mat.nbytes
+        mat = self._tail.nbytes + self.q8.nbytes + self.q8_scale.nbytes if self.mapped else self.mat.nbytes
         return int(mat + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
@@ -145,7 +162,7 @@ class VectorPartition:
         m = len(ids)
         if self.n + m > len(self.ids):  # grow by doubling so a stream of small adds stays linear
             cap = max(2 * len(self.ids), self.n + m, 16)
-            for name in ("ids", "inv_norm", "valid") if self.mapped else ("ids", "mat", "inv_norm", "valid"):
+            for name in ("ids", "inv_norm", "valid", "q8", "q8_scale") if self.mapped else ("ids", "mat", "inv_norm", "valid"):
                 old = getattr(self, name)
                 new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
                 new[: self.n] = old[: self.n]
@@ -161,6 +178,7 @@ class VectorPartition:
         self.ids[sl] = ids
         if self.mapped:
             self._tail[self.n - self.base_n: self.n - self.base_n + m] = mat
+            self.q8[sl], self.q8_scale[sl] = self.quantize(mat)
         else:
             self.mat[sl] = mat
         self.inv_norm[sl] = self._inv_norm(mat)
@@ -175,6 +193,8 @@ class VectorPartition:
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
         i = self.row(rid)
+        if self.mapped:
+            self.q8[i], self.q8_scale[i] = (x[0] for x in self.quantize(arr.reshape(1, -1)))
         if self.mapped and i >= self.base_n:
             self._tail[i - self.base_n] = arr
         else:
@@ -261,6 +281,11 @@ class VectorPartition:
         # the pool: every row at most as far as the pool-th nearest (ties included, so no row order decides)
         limit = int(np.searchsorted(np.cumsum(counts[:INELIGIBLE]), min(pool, eligible)))
         rows = np.flatnonzero(ham <= limit)
+        if self.mapped and len(rows) > max(MAPPED_RESCORE_MIN, 2 * k):
+            # approximate cosines on the int8 copy; the best few (ties included) are read from the file
+            approx = np.einsum("ij,j->i", self.q8[rows].astype(np.float32), q) * (self.q8_scale[rows] * self.inv_norm[rows])
+            r = max(MAPPED_RESCORE_MIN, 2 * k)
+            rows = rows[approx >= np.partition(approx, len(approx) - r)[len(approx) - r]]
         qn = float(np.linalg.norm(q))
         scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
@@ -294,7 +319,7 @@ class VectorCache:
     def fits_mapped(self, n_vectors: int) -> bool:
         """Whether a mapped partition (sign bits and ids in memory, floats in the saved file) fits."""
         words = -(-self.dim // 64)
-        return n_vectors * (8 * words + MAPPED_BYTES_PER_VECTOR) <= self.budget_bytes
+        return n_vectors * (8 * words + self.dim + 4 + MAPPED_BYTES_PER_VECTOR) <= self.budget_bytes
 
     def current(self, user_id: str, version: int) -> VectorPartition | None:
         """The user's copy when it is at `version` (marked most recently used); a stale one is dropped."""
