@@ -6,10 +6,11 @@ user's copy, read once from `record_vectors`; it is current while its `version` 
 user's row in `partition_versions`, which every write to the user's vectors or validity bumps
 (from any connection or process). `VectorCache` keeps the partitions least recently used first
 and evicts to stay within its byte budget. A partition whose floats exceed the budget is kept
-*mapped*: its sign bits, ids, validity and inverse norms in memory (~60 B a vector), its floats
-memory-mapped from the copy saved beside the database file (engine.stores.sqlite.sidecar), and
-searched coarse to fine: a Hamming scan over the sign bits word by word, the pool every row at
-most as far as its pool-th nearest, rescored exactly on the pool's floats. Where no copy can be
+*mapped*: its sign bits, ids, validity, inverse norms and an int8 copy in memory (~450 B a
+384-d vector against ~1.6 KB), its floats memory-mapped from the copy saved beside the database
+file (engine.stores.sqlite.sidecar), and searched coarse to fine: a Hamming scan over the sign
+bits word by word, the pool every row at most as far as its pool-th nearest, the pool scored on
+the int8 copy, and its best few rescored exactly on the file's floats. Where no copy can be
 saved (':memory:', a read-only directory) or even that exceeds the budget, the store searches
 with vec0 instead.
 """
@@ -27,8 +28,8 @@ __all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "VECTOR_CACHE_MB", "Vector
 VECTOR_CACHE_MB = 1024
 #: Bytes a cached vector costs beyond its floats (id, norm, validity, index entry), for budgeting.
 BYTES_PER_VECTOR_OVERHEAD = 120
-#: What a mapped partition holds in memory per vector beyond its sign bits (id, inverse norm, validity,
-#: index entry), for budgeting: its floats stay in the saved file.
+#: What a mapped partition holds in memory per vector beyond its sign bits and int8 copy (id, inverse
+#: norm, validity, index entry), for budgeting: its floats stay in the saved file.
 MAPPED_BYTES_PER_VECTOR = 120
 #: The coarse pool holds at least one vector in this many (sign bits lose more neighbours as the
 #: partition grows: at 1M vectors of 384 dims a pool of 2048 keeps ~.975 of the exact top 50, 3906 all).
@@ -47,9 +48,10 @@ class VectorPartition:
     """One user's vectors in memory, with ids, inverse norms and validity, patched in place.
 
     A *mapped* partition (`mapped=True`, for one over the memory budget) keeps only its ids,
-    validity, inverse norms and sign-bit codes in memory; its float matrix is the saved copy's
-    file, memory-mapped (engine.stores.sqlite.sidecar), with rows appended since in `tail`. It is
-    always searched coarse to fine, so a query reads only its pool's rows of the file.
+    validity, inverse norms, sign-bit codes and int8 copy (`q8`, `q8_scale`) in memory; its float
+    matrix is the saved copy's file, memory-mapped (engine.stores.sqlite.sidecar), with rows
+    appended since in `_tail`. It is always searched coarse to fine, so a query reads only the
+    floats of the best few rows of its pool from the file.
     """
 
     __slots__ = ("_codes", "_index", "_sorted", "_tail", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
