@@ -90,10 +90,10 @@ class VectorSidecar:
                     or head.get("user") != user_id or head.get("version") != version or head.get("dim") != self.dim
                     or head.get("n") != total or head.get("newest") != newest):
                 return None
-            parts = _PARTS + (_Q8 if mapped else ())
+            parts = _PARTS
             if mapped and not head.get("q8"):
                 return None
-            files = {p: f"{stem}.{head['nonce']}.{p}.npy" for p in parts}
+            files = {p: f"{stem}.{head['nonce']}.{p}.npy" for p in _PARTS + _Q8}
             # in memory (a page of the file's may leave the page cache), but the floats
             arrays = {p: np.load(files[p], mmap_mode="c" if p == "mat" else None, allow_pickle=False) for p in parts}
             n = int(head["n"])
@@ -107,9 +107,15 @@ class VectorSidecar:
         if mapped and isinstance(arrays["mat"], np.memmap):
             _random_access(arrays["mat"])
         self.saved[user_id] = version
-        return VectorPartition(version, arrays["ids"], arrays["mat"], arrays["valid"].astype(bool),
-                               inv_norm=arrays["inv"], codes=arrays["codes"], mapped=mapped,
-                               q8=(arrays["q8"], arrays["q8s"]) if mapped else None)
+        if not mapped:
+            return VectorPartition(version, arrays["ids"], arrays["mat"], arrays["valid"].astype(bool),
+                                   inv_norm=arrays["inv"], codes=arrays["codes"])
+        zero = (np.zeros((0, self.dim), dtype=np.int8), np.zeros(0, dtype=np.float32))
+        part = VectorPartition(version, arrays["ids"], arrays["mat"], arrays["valid"].astype(bool),
+                               inv_norm=arrays["inv"], codes=arrays["codes"], mapped=True, q8=zero)
+        part.load_q8_in_background(lambda: (np.load(files["q8"], allow_pickle=False),
+                                            np.load(files["q8s"], allow_pickle=False)))
+        return part
 
     def save(self, conn: Any, user_id: str, part: VectorPartition) -> bool:
         """Write the copy (current at part.version, which the caller checked); False when it could not."""
@@ -120,7 +126,7 @@ class VectorSidecar:
             total, newest = self._facts(conn, user_id)
             if total != n or (n and int(part.ids[n - 1]) != newest):
                 return False
-            q8 = (part.q8[:n], part.q8_scale[:n]) if part.mapped else None
+            q8 = (part.q8[:n], part.q8_scale[:n]) if part.mapped and part.q8_ready(wait=True) else None
             nonce = self._write(user_id, n, part.float_chunks(), part.ids[:n], part.valid[:n], part.inv_norm[:n],
                                 part.codes[:, :n], q8)
             self._publish(user_id, part.version, n, newest, nonce, q8=q8 is not None)

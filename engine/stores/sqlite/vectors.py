@@ -17,8 +17,9 @@ with vec0 instead.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class VectorPartition:
     floats of the best few rows of its pool from the file.
     """
 
-    __slots__ = ("_codes", "_index", "_sorted", "_tail", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_index", "_sorted", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
                  inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False,
@@ -68,6 +69,8 @@ class VectorPartition:
         self._tail = np.zeros((0, mat.shape[1]), dtype=np.float32)
         # mapped: each vector as int8 times a scale, in memory, to choose the few rows read from the file
         self.q8, self.q8_scale = q8 if q8 is not None else (None, None)
+        self._q8_thread: threading.Thread | None = None
+        self._q8_pending: tuple[np.ndarray, np.ndarray] | None = None
         if self.mapped and self.q8 is None:
             self.q8, self.q8_scale = self.quantize(np.concatenate(list(self.float_chunks())) if self.n else mat[:0])
         self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
@@ -122,6 +125,35 @@ class VectorPartition:
             packed = np.concatenate([packed, np.zeros((len(packed), pad), dtype=np.uint8)], axis=1)
         return np.ascontiguousarray(packed).view(np.uint64)
 
+    def load_q8_in_background(self, loader: Callable[[], tuple[np.ndarray, np.ndarray] | None]) -> None:
+        """Read the int8 copy in a thread (a mapped partition searches on its file's floats meanwhile),
+        so the first search after opening does not wait for it."""
+        self.q8 = self.q8_scale = None
+
+        def run() -> None:
+            try:
+                self._q8_pending = loader()
+            except Exception:  # noqa: BLE001 - made from the floats instead, when first needed
+                self._q8_pending = None
+
+        self._q8_thread = threading.Thread(target=run, name="memlab-q8-load", daemon=True)
+        self._q8_thread.start()
+
+    def q8_ready(self, *, wait: bool) -> bool:
+        """Whether the int8 copy is in memory (with `wait`, after waiting for it or making it)."""
+        t = self._q8_thread
+        if t is not None:
+            if not wait and t.is_alive():
+                return False
+            t.join()
+            self._q8_thread = None
+            got = self._q8_pending
+            self._q8_pending = None
+            if got is None or len(got[0]) != self.base_n or len(got[1]) != self.base_n:
+                got = self.quantize(np.concatenate(list(self.float_chunks()))) if self.n else self.quantize(self._tail[:0])
+            self.q8, self.q8_scale = got
+        return self.q8 is not None
+
     @staticmethod
     def quantize(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each row as int8 codes and a float32 scale (row ≈ codes · scale)."""
@@ -139,7 +171,7 @@ class VectorPartition:
     def nbytes(self) -> int:
         """Memory the copy holds (a mapped matrix is the file's, not counted; its index entry is)."""
         codes = 0 if self._codes is None else self._codes.nbytes
-        mat = self._tail.nbytes + self.q8.nbytes + self.q8_scale.nbytes if self.mapped else self.mat.nbytes
+        mat = self._tail.nbytes + len(self.ids) * (self.mat.shape[1] + 4) if self.mapped else self.mat.nbytes
         return int(mat + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
@@ -162,6 +194,8 @@ class VectorPartition:
 
     def append(self, ids: Sequence[int], mat: np.ndarray, valid: Sequence[bool]) -> None:
         m = len(ids)
+        if self.mapped:
+            self.q8_ready(wait=True)
         if self.n + m > len(self.ids):  # grow by doubling so a stream of small adds stays linear
             cap = max(2 * len(self.ids), self.n + m, 16)
             for name in ("ids", "inv_norm", "valid", "q8", "q8_scale") if self.mapped else ("ids", "mat", "inv_norm", "valid"):
@@ -195,7 +229,7 @@ class VectorPartition:
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
         i = self.row(rid)
-        if self.mapped:
+        if self.mapped and self.q8_ready(wait=True):
             self.q8[i], self.q8_scale[i] = (x[0] for x in self.quantize(arr.reshape(1, -1)))
         if self.mapped and i >= self.base_n:
             self._tail[i - self.base_n] = arr
@@ -283,7 +317,7 @@ class VectorPartition:
         # the pool: every row at most as far as the pool-th nearest (ties included, so no row order decides)
         limit = int(np.searchsorted(np.cumsum(counts[:INELIGIBLE]), min(pool, eligible)))
         rows = np.flatnonzero(ham <= limit)
-        if self.mapped and len(rows) > max(MAPPED_RESCORE_MIN, 2 * k):
+        if self.mapped and len(rows) > max(MAPPED_RESCORE_MIN, 2 * k) and self.q8_ready(wait=False):
             # approximate cosines on the int8 copy; the best few (ties included) are read from the file
             approx = np.einsum("ij,j->i", self.q8[rows].astype(np.float32), q) * (self.q8_scale[rows] * self.inv_norm[rows])
             r = max(MAPPED_RESCORE_MIN, 2 * k)
