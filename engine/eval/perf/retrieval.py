@@ -49,6 +49,13 @@ def _file_bytes(path: str | None) -> int | None:
     return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
 
 
+def _dir_bytes(path: str | None) -> int | None:
+    """Bytes of the files in a directory (the SQLite store's saved vector copies), None without one."""
+    if not path or not os.path.isdir(path):
+        return None
+    return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+
+
 def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str):
     """Bulk-load N records for the user and 10 % more over the others; (user's vectors, rows, seconds)."""
     extra = max(1, n // 10)
@@ -209,6 +216,7 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
             rss = _rss_mb()
         finally:
             store.close()
+        copies = _dir_bytes(str(getattr(store, "path", "")) + ".vectors")  # beside the file, never the truth
         cold = _first_after_open(name, tmpdir, dim, config, texts[-1])
         if 4 <= n <= FOUR_USERS_MAX:
             keyword.update(_keyword_four_users(name, tmpdir, corpus, dim, n, config.candidate_k, queries))
@@ -221,6 +229,7 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
         "turn_p50_ms": turn,
         "ingest_per_s": round(done / t_ingest, 1) if t_ingest else None,
         "bytes_per_record": None if size is None else round(size / max(1, total), 1),
+        "vector_copy_bytes_per_record": None if copies is None else round(copies / max(1, total), 1),
         "dense_recall_at_k": recall,
         **keyword,
         "ingest_hash_embed_per_s": hash_ingest,

@@ -11,8 +11,10 @@ the user's records (the document count and average length stay those of the whol
 
 Dense search runs on the in-memory copy when there is one: exact up to `exact_knn_max` vectors,
 above that the nearest few thousand by the Hamming distance of the copy's sign bits, rescored
-exactly on its floats. Otherwise from the stored floats: exact up to `exact_knn_max` vectors,
-above that a Hamming KNN on vec0's sign bits rescored on the floats of `record_vectors`.
+exactly on its floats (for a partition over the memory budget, a mapped copy: the sign bits in
+memory, the floats read from the saved copy's file; engine.stores.sqlite.vectors). Otherwise from
+the stored floats: exact up to `exact_knn_max` vectors, above that a Hamming KNN on vec0's sign
+bits rescored on the floats of `record_vectors`.
 """
 
 from __future__ import annotations

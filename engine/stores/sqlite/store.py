@@ -322,8 +322,17 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         """The user's current vectors in memory (read on first use), None when over the memory budget."""
         version = self._stored_version(conn, user_id)
         part = self._vcache.current(user_id, version)
-        if part is not None or not build or not self._vcache.fits(self._partition_size(conn, user_id)):
+        if part is not None or not build:
             return part
+        size = self._partition_size(conn, user_id)
+        if not self._vcache.fits(size):
+            # over the budget: the sign bits and ids in memory, the floats memory-mapped from the saved copy
+            if self._sidecar is None or self._depth or not self._vcache.fits_mapped(size):
+                return None
+            part = self._sidecar.load(conn, user_id, version, mapped=True)
+            if part is None:
+                part = self._sidecar.build(conn, user_id, version, size)
+            return None if part is None else self._vcache.put(user_id, part)
         part = None if self._sidecar is None else self._sidecar.load(conn, user_id, version)
         if part is None:
             rows = conn.execute(

@@ -5,40 +5,80 @@ float scan (~15 ms at 100k vectors of 384 dims against ~100 ms). A `VectorPartit
 user's copy, read once from `record_vectors`; it is current while its `version` equals the
 user's row in `partition_versions`, which every write to the user's vectors or validity bumps
 (from any connection or process). `VectorCache` keeps the partitions least recently used first
-and evicts to stay within its byte budget; partitions larger than the budget are never copied
-(the store searches them with vec0 instead).
+and evicts to stay within its byte budget. A partition whose floats exceed the budget is kept
+*mapped*: its sign bits, ids, validity, inverse norms and an int8 copy in memory (~450 B a
+384-d vector against ~1.6 KB), its floats memory-mapped from the copy saved beside the database
+file (engine.stores.sqlite.sidecar), and searched coarse to fine: a Hamming scan over the sign
+bits word by word, the pool every row at most as far as its pool-th nearest, the pool scored on
+the int8 copy, and its best few rescored exactly on the file's floats. Where no copy can be
+saved (':memory:', a read-only directory) or even that exceeds the budget, the store searches
+with vec0 instead.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition", "partition_from_rows"]
+__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition", "partition_from_rows"]
 
 #: Default memory for the in-memory vector partitions (100k vectors of 384 dims take ~150 MB).
 VECTOR_CACHE_MB = 1024
 #: Bytes a cached vector costs beyond its floats (id, norm, validity, index entry), for budgeting.
 BYTES_PER_VECTOR_OVERHEAD = 120
+#: What a mapped partition holds in memory per vector beyond its sign bits and int8 copy (id, inverse
+#: norm, validity, index entry), for budgeting: its floats stay in the saved file.
+MAPPED_BYTES_PER_VECTOR = 120
+#: The coarse pool holds at least one vector in this many (sign bits lose more neighbours as the
+#: partition grows: at 1M vectors of 384 dims a pool of 2048 keeps ~.975 of the exact top 50, 3906 all).
+COARSE_FRACTION = 256
+#: A mapped partition reads from its file the floats of at least this many (or 2·k) of the pool's rows,
+#: the best by the int8 copy's cosine, and rescores them exactly (file pages are read at random and may
+#: have left the page cache: each costs a disk read then).
+MAPPED_RESCORE_MIN = 128
+#: Rows per block of the Hamming scan (its buffers stay in the CPU cache).
+HAMMING_BLOCK = 1 << 16
+#: The Hamming distance given to a row the search may not return (above any real one).
+INELIGIBLE = 65535
 
 
 class VectorPartition:
-    """One user's vectors in memory, with ids, inverse norms and validity, patched in place."""
+    """One user's vectors in memory, with ids, inverse norms and validity, patched in place.
 
-    __slots__ = ("_codes", "_index", "ids", "inv_norm", "mat", "n", "valid", "version")
+    A *mapped* partition (`mapped=True`, for one over the memory budget) keeps only its ids,
+    validity, inverse norms, sign-bit codes and int8 copy (`q8`, `q8_scale`) in memory; its float
+    matrix is the saved copy's file, memory-mapped (engine.stores.sqlite.sidecar), with rows
+    appended since in `_tail`. It is always searched coarse to fine, so a query reads only the
+    floats of the best few rows of its pool from the file.
+    """
+
+    __slots__ = ("_codes", "_index", "_sorted", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
-                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None):
+                 inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False,
+                 q8: tuple[np.ndarray, np.ndarray] | None = None):
         self.version = version
         self.n = len(ids)
         self.ids = ids
         self.mat = mat
+        self.mapped = bool(mapped)
+        self.base_n = len(mat) if self.mapped else 0  # rows of the mapped file; later rows live in _tail
+        self._tail = np.zeros((0, mat.shape[1]), dtype=np.float32)
+        # mapped: each vector as int8 times a scale, in memory, to choose the few rows read from the file
+        self.q8, self.q8_scale = q8 if q8 is not None else (None, None)
+        self._q8_thread: threading.Thread | None = None
+        self._q8_pending: tuple[np.ndarray, np.ndarray] | None = None
+        if self.mapped and self.q8 is None:
+            self.q8, self.q8_scale = self.quantize(np.concatenate(list(self.float_chunks())) if self.n else mat[:0])
         self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
-        self._index: dict[int, int] | None = None  # id -> row, made when a patch or lookup needs it
-        self._codes: np.ndarray | None = codes  # sign bits as uint64 words, made on the first coarse search
+        self._index: dict[int, int] | None = None  # id -> row, made when a lookup needs it and ids are not sorted
+        self._sorted: bool | None = None  # whether ids ascend (rows are then found by bisection, no dict)
+        # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
+        self._codes: np.ndarray | None = codes
 
     @property
     def index(self) -> dict[int, int]:
@@ -46,21 +86,81 @@ class VectorPartition:
             self._index = {int(rid): i for i, rid in enumerate(self.ids[: self.n].tolist())}
         return self._index
 
+    def _found(self, ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(id, row) of those of `ids` the partition holds, in the order given."""
+        ids = [int(rid) for rid in ids]
+        if self._sorted is None:
+            self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
+        if not self._sorted:
+            return [(rid, self.index[rid]) for rid in ids if rid in self.index]
+        have = self.ids[: self.n]
+        at = np.searchsorted(have, np.array(ids, dtype=np.int64))
+        return [(rid, int(i)) for rid, i in zip(ids, at.tolist(), strict=True) if i < self.n and int(have[i]) == rid]
+
+    def row(self, rid: int) -> int:
+        """The partition row of record `rid` (KeyError when it holds none)."""
+        found = self._found([rid])
+        if not found:
+            raise KeyError(rid)
+        return found[0][1]
+
     @property
     def codes(self) -> np.ndarray:
-        if self._codes is None or len(self._codes) < self.n:
-            self._codes = self.sign_codes(self.mat[: self.n])
+        """The sign-bit codes word by word, (words, >= n) uint64."""
+        if self._codes is None or self._codes.shape[1] < self.n:
+            if self.mapped:  # block by block: never the whole float matrix at once
+                codes = np.concatenate([self.sign_codes(c) for c in self.float_chunks()] or [self.sign_codes(self._tail[:0])])
+            else:
+                codes = self.sign_codes(self.mat[: self.n])
+            self._codes = np.ascontiguousarray(codes.T)
         return self._codes
 
     @staticmethod
     def sign_codes(mat: np.ndarray) -> np.ndarray:
-        """Each row's sign bits packed into uint64 words (zero padded), for Hamming distances."""
+        """Each row's sign bits packed into uint64 words (zero padded), (rows, words), for Hamming distances."""
         mat = np.atleast_2d(mat)
         packed = np.packbits(mat > 0, axis=1, bitorder="little")
         pad = -packed.shape[1] % 8
         if pad:
             packed = np.concatenate([packed, np.zeros((len(packed), pad), dtype=np.uint8)], axis=1)
         return np.ascontiguousarray(packed).view(np.uint64)
+
+    def load_q8_in_background(self, loader: Callable[[], tuple[np.ndarray, np.ndarray] | None]) -> None:
+        """Read the int8 copy in a thread (a mapped partition searches on its file's floats meanwhile),
+        so the first search after opening does not wait for it."""
+        self.q8 = self.q8_scale = None
+
+        def run() -> None:
+            try:
+                self._q8_pending = loader()
+            except Exception:  # noqa: BLE001 - made from the floats instead, when first needed
+                self._q8_pending = None
+
+        self._q8_thread = threading.Thread(target=run, name="memlab-q8-load", daemon=True)
+        self._q8_thread.start()
+
+    def q8_ready(self, *, wait: bool) -> bool:
+        """Whether the int8 copy is in memory (with `wait`, after waiting for it or making it)."""
+        t = self._q8_thread
+        if t is not None:
+            if not wait and t.is_alive():
+                return False
+            t.join()
+            self._q8_thread = None
+            got = self._q8_pending
+            self._q8_pending = None
+            if got is None or len(got[0]) != self.base_n or len(got[1]) != self.base_n:
+                got = self.quantize(np.concatenate(list(self.float_chunks()))) if self.n else self.quantize(self._tail[:0])
+            self.q8, self.q8_scale = got
+        return self.q8 is not None
+
+    @staticmethod
+    def quantize(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row as int8 codes and a float32 scale (row ≈ codes · scale)."""
+        mat = np.atleast_2d(np.asarray(mat, dtype=np.float32))
+        scale = np.abs(mat).max(axis=1, initial=0.0) / 127.0
+        scale[scale == 0] = 1.0
+        return np.rint(mat / scale[:, None]).astype(np.int8), scale.astype(np.float32)
 
     @staticmethod
     def _inv_norm(mat: np.ndarray) -> np.ndarray:
@@ -69,57 +169,101 @@ class VectorPartition:
 
     @property
     def nbytes(self) -> int:
+        """Memory the copy holds (a mapped matrix is the file's, not counted; its index entry is)."""
         codes = 0 if self._codes is None else self._codes.nbytes
-        return int(self.mat.nbytes + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
+        mat = self._tail.nbytes + len(self.ids) * (self.mat.shape[1] + 4) if self.mapped else self.mat.nbytes
+        return int(mat + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """The float vectors of partition rows `rows` (sorted ascending reads the mapped file in order)."""
+        if not self.mapped:
+            return self.mat[rows]
+        rows = np.asarray(rows)
+        if not len(rows) or rows.max() < self.base_n:
+            return np.asarray(self.mat[rows])
+        out = np.empty((len(rows), self.mat.shape[1]), dtype=np.float32)
+        low = rows < self.base_n
+        out[low] = self.mat[rows[low]]
+        out[~low] = self._tail[rows[~low] - self.base_n]
+        return out
+
+    def float_chunks(self, size: int = 65536) -> Iterator[np.ndarray]:
+        """The n float vectors in row order, a block at a time (to save a mapped copy without a second matrix)."""
+        for s in range(0, self.n, size):
+            yield self.rows(np.arange(s, min(self.n, s + size)))
 
     def append(self, ids: Sequence[int], mat: np.ndarray, valid: Sequence[bool]) -> None:
         m = len(ids)
+        if self.mapped:
+            self.q8_ready(wait=True)
         if self.n + m > len(self.ids):  # grow by doubling so a stream of small adds stays linear
             cap = max(2 * len(self.ids), self.n + m, 16)
-            for name in ("ids", "mat", "inv_norm", "valid"):
+            for name in ("ids", "inv_norm", "valid", "q8", "q8_scale") if self.mapped else ("ids", "mat", "inv_norm", "valid"):
                 old = getattr(self, name)
                 new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
                 new[: self.n] = old[: self.n]
                 setattr(self, name, new)
+        if self.mapped and self.n + m - self.base_n > len(self._tail):
+            cap = max(2 * len(self._tail), self.n + m - self.base_n, 16)
+            new = np.zeros((cap, self.mat.shape[1]), dtype=np.float32)
+            new[: len(self._tail)] = self._tail
+            self._tail = new
         sl = slice(self.n, self.n + m)
         if self._codes is not None:
-            self._codes = np.concatenate([self._codes[: self.n], self.sign_codes(mat)])
+            self._codes = np.concatenate([self._codes[:, : self.n], self.sign_codes(mat).T], axis=1)
         self.ids[sl] = ids
-        self.mat[sl] = mat
+        if self.mapped:
+            self._tail[self.n - self.base_n: self.n - self.base_n + m] = mat
+            self.q8[sl], self.q8_scale[sl] = self.quantize(mat)
+        else:
+            self.mat[sl] = mat
         self.inv_norm[sl] = self._inv_norm(mat)
         self.valid[sl] = valid
         if self._index is not None:
             for i, rid in enumerate(ids):
                 self._index[int(rid)] = self.n + i
+        if self._sorted and m:
+            new = np.asarray(ids, dtype=np.int64)
+            self._sorted = bool((self.n == 0 or new[0] > self.ids[self.n - 1]) and np.all(np.diff(new) > 0))
         self.n += m
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
-        i = self.index[int(rid)]
-        self.mat[i] = arr
+        i = self.row(rid)
+        if self.mapped and self.q8_ready(wait=True):
+            self.q8[i], self.q8_scale[i] = (x[0] for x in self.quantize(arr.reshape(1, -1)))
+        if self.mapped and i >= self.base_n:
+            self._tail[i - self.base_n] = arr
+        else:
+            self.mat[i] = arr  # a mapped file is copy-on-write: the page becomes this process's own
         self.inv_norm[i] = self._inv_norm(arr.reshape(1, -1))[0]
         if self._codes is not None:
-            self._codes[i] = self.sign_codes(arr.reshape(1, -1))[0]
+            self._codes[:, i] = self.sign_codes(arr.reshape(1, -1))[0]
 
     def set_valid(self, rid: int, valid: bool) -> None:
-        self.valid[self.index[int(rid)]] = valid
+        self.valid[self.row(rid)] = valid
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        return {int(rid): self.mat[self.index[int(rid)]] for rid in ids if int(rid) in self.index}
+        found = self._found(ids)
+        if not found:
+            return {}
+        vecs = self.rows(np.array([i for _, i in found]))
+        return {rid: vecs[j] for j, (rid, _) in enumerate(found)}
 
     def search(self, q: np.ndarray, k: int, include_invalid: bool, *, coarse_above: int | None = None,
                coarse_min: int = 2048, coarse_factor: int = 32) -> list[tuple[int, float]]:
-        """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors coarse to
-        fine (the max(coarse_min, coarse_factor·k) nearest by the Hamming distance of sign bits,
-        rescored exactly on the floats). A coarse pool that would hold every vector is exact."""
+        """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors (always, when
+        mapped) coarse to fine (the max(coarse_min, coarse_factor·k, n / COARSE_FRACTION) nearest by the Hamming distance of
+        sign bits, with every vector tied with the last of them, rescored exactly on the floats). A coarse
+        pool that would hold every vector is exact."""
         n = self.n
         if n == 0:
             return []
-        pool = max(int(coarse_min), int(coarse_factor) * int(k))
-        if coarse_above is not None and n > coarse_above and pool < n:
+        pool = max(int(coarse_min), int(coarse_factor) * int(k), n // COARSE_FRACTION)
+        if (self.mapped or (coarse_above is not None and n > coarse_above)) and pool < n:
             return self._coarse_search(q, k, include_invalid, pool)
         qn = float(np.linalg.norm(q))
         # einsum, not BLAS: a threaded sgemv is 2-4x slower on a busy 2-core machine and no faster idle
-        scores = np.einsum("ij,j->i", self.mat[:n], q) * self.inv_norm[:n]
+        scores = np.einsum("ij,j->i", self.mat[:n] if not self.mapped else self.rows(np.arange(n)), q) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         eligible = n
         if not include_invalid:
@@ -143,24 +287,43 @@ class VectorPartition:
         order = np.lexsort((ids, -scores[cand]))[:k]
         return [(int(ids[i]), float(scores[cand[i]])) for i in order]
 
-    def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
+    def hamming(self, q: np.ndarray, include_invalid: bool) -> np.ndarray:
+        """Each row's Hamming distance to the query's sign bits (uint16; `INELIGIBLE` for a
+        superseded row unless include_invalid), word by word over blocks that stay in cache."""
         n = self.n
-        words = np.bitwise_count(self.codes[:n] ^ self.sign_codes(q)[0])
-        ham = words[:, 0].astype(np.uint16)
-        for j in range(1, words.shape[1]):
-            ham += words[:, j]
-        eligible = n
-        if not include_invalid:
-            valid = self.valid[:n]
-            eligible = int(np.count_nonzero(valid))
-            ham[~valid] = np.iinfo(np.uint16).max
-        pool = min(pool, eligible)
-        if pool <= 0:
+        codes, qc = self.codes, self.sign_codes(q)[0]
+        ham = np.empty(n, dtype=np.uint16)
+        buf, cnt = np.empty(HAMMING_BLOCK, dtype=np.uint64), np.empty(HAMMING_BLOCK, dtype=np.uint8)
+        for s in range(0, n, HAMMING_BLOCK):
+            e = min(n, s + HAMMING_BLOCK)
+            acc, b, c = ham[s:e], buf[: e - s], cnt[: e - s]
+            for j in range(codes.shape[0]):
+                np.bitwise_xor(codes[j, s:e], qc[j], out=b)
+                np.bitwise_count(b, out=c)
+                if j:
+                    acc += c
+                else:
+                    acc[:] = c
+            if not include_invalid:
+                acc[~self.valid[s:e]] = INELIGIBLE
+        return ham
+
+    def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
+        ham = self.hamming(q, include_invalid)
+        counts = np.bincount(ham, minlength=INELIGIBLE + 1)
+        eligible = len(ham) - int(counts[INELIGIBLE])
+        if min(pool, eligible) <= 0:
             return []
-        rows = np.argpartition(ham, pool - 1)[:pool] if pool < n else np.arange(n)
-        rows = rows[ham[rows] < np.iinfo(np.uint16).max] if not include_invalid else rows
+        # the pool: every row at most as far as the pool-th nearest (ties included, so no row order decides)
+        limit = int(np.searchsorted(np.cumsum(counts[:INELIGIBLE]), min(pool, eligible)))
+        rows = np.flatnonzero(ham <= limit)
+        if self.mapped and len(rows) > max(MAPPED_RESCORE_MIN, 2 * k) and self.q8_ready(wait=False):
+            # approximate cosines on the int8 copy; the best few (ties included) are read from the file
+            approx = np.einsum("ij,j->i", self.q8[rows].astype(np.float32), q) * (self.q8_scale[rows] * self.inv_norm[rows])
+            r = max(MAPPED_RESCORE_MIN, 2 * k)
+            rows = rows[approx >= np.partition(approx, len(approx) - r)[len(approx) - r]]
         qn = float(np.linalg.norm(q))
-        scores = np.einsum("ij,j->i", self.mat[rows], q) * self.inv_norm[rows]
+        scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         return self._top(scores, rows, k, len(rows))
 
@@ -188,6 +351,11 @@ class VectorCache:
     def fits(self, n_vectors: int) -> bool:
         """Whether a partition of this many vectors may be copied at all."""
         return n_vectors * (self.dim * 4 + BYTES_PER_VECTOR_OVERHEAD) <= self.budget_bytes
+
+    def fits_mapped(self, n_vectors: int) -> bool:
+        """Whether a mapped partition (sign bits and ids in memory, floats in the saved file) fits."""
+        words = -(-self.dim // 64)
+        return n_vectors * (8 * words + self.dim + 4 + MAPPED_BYTES_PER_VECTOR) <= self.budget_bytes
 
     def current(self, user_id: str, version: int) -> VectorPartition | None:
         """The user's copy when it is at `version` (marked most recently used); a stale one is dropped."""
