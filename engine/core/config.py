@@ -229,12 +229,10 @@ class MemoryConfig:
     fusion: str = "anchored"  # score fusion over the paths: "anchored" | "minmax" | "seed" (the first seed's dense-only R)
     path_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_PATH_WEIGHTS))
     dim_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_DIM_WEIGHTS))
-    # the message path's turn context (engine.memory.messagepath): a candidate's message score gains
-    # weight * max(0, cosine) of the turn before / after its source turn (0 = off)
+    # message path (engine.memory.messagepath): + weight * max(0, cos) of the turn before / after (0 = off)
     message_prev_weight: float = 0.0
     message_next_weight: float = 0.0
-    # message candidates (engine.memory.expansion): the records made from the N messages nearest
-    # the question join the candidates (0 = off), at most `message_per_turn` per message (0: all)
+    # engine.memory.expansion: records of the N nearest messages join (0 = off), <= message_per_turn each (0: all)
     message_candidates: int = 0
     message_per_turn: int = 1
     # -- dimension-aware update --
@@ -407,8 +405,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"), "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),
 }
 #: Integer knobs and their least value.

@@ -476,11 +476,9 @@ class ScoreRow:
     position: int | None = None  # rank by S among candidates (0 = best)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "record_id": self.record_id, "ranks": dict(self.ranks), "path_scores": dict(self.path_scores),
-            "R": self.R, "T": self.T, "F": self.F, "parts": dict(self.parts), "S": self.S,
-            "verdict": self.verdict, "why": self.why, "tokens": self.tokens, "position": self.position,
-        }
+        return {"record_id": self.record_id, "ranks": dict(self.ranks), "path_scores": dict(self.path_scores),
+                "R": self.R, "T": self.T, "F": self.F, "parts": dict(self.parts), "S": self.S,
+                "verdict": self.verdict, "why": self.why, "tokens": self.tokens, "position": self.position}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScoreRow:
