@@ -72,3 +72,17 @@ def test_retrieve_with_message_candidates_is_opt_in():
     r_on = eng.retrieve(U, q, config=on, now=AT)
     assert len(r_on.records) > len(r_off.records)
     assert {recs[0].id, recs[1].id} <= set(r_on.records)
+
+
+def test_forget_user_drops_the_users_message_index():
+    from engine.memory import expansion
+
+    emb, store, msgs, recs = _store()
+    message_index(store, U, emb)
+    message_index(store, "u2", emb)
+    assert any(k[1] == U for k in expansion._INDEXES)
+    eng = MemoryEngine(MemoryConfig(), store=store, clock=VirtualClock(AT), embedder=emb)
+    eng.forget_user(U)
+    assert not any(k[1] == U for k in expansion._INDEXES)  # no trace of the user's messages in memory
+    assert any(k[1] == "u2" for k in expansion._INDEXES)  # other users' indexes are kept
+    assert nearest_messages(store, U, emb.embed_query("puppy"), embedder=emb, k=3) == []

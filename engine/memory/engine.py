@@ -33,7 +33,7 @@ from engine.core.errors import ClockError, ConfigError, ModelCallError
 from engine.core.records import Event, MemoryRecord, Message, UserProfile
 from engine.core.tokens import ApproxTokenCounter, TokenCounter, content_text
 from engine.memory.context import Recovery
-from engine.memory import editing
+from engine.memory import editing, expansion
 from engine.memory.contradiction import LiveRecords
 from engine.memory.event import new_event_no, run_event
 from engine.memory.gate import gate_status
@@ -371,6 +371,7 @@ class MemoryEngine:
             for key in [k for k in self._prepared if k[0] == user_id]:
                 del self._prepared[key]
             self.live_records.forget_user(user_id)
+            expansion.forget_user(user_id)  # the in-process message vectors of message candidates
             return self.store.forget_user(user_id)
 
     # ------------------------------------------------------------------ config, time, log, calls

@@ -32,7 +32,7 @@ from engine.core.records import MemoryRecord
 from engine.memory.messagepath import vectors_for
 
 __all__ = ["MessageIndex", "message_index", "nearest_messages", "message_candidates", "with_message_candidates",
-           "INDEX_LIMIT"]
+           "forget_user", "INDEX_LIMIT"]
 
 #: Messages kept per user in the in-process index (the newest; older ones are left to the other paths).
 INDEX_LIMIT = 100_000
@@ -97,6 +97,15 @@ def message_index(store, user_id: str, embedder) -> MessageIndex:
     index = got[2]
     index.refresh(store, user_id, embedder)
     return index
+
+
+def forget_user(user_id: str) -> int:
+    """Drop the user's message indexes (every store and embedder); returns how many were dropped."""
+    with _LOCK:
+        keys = [k for k in _INDEXES if k[1] == user_id]
+        for k in keys:
+            del _INDEXES[k]
+    return len(keys)
 
 
 def _unit(v) -> np.ndarray:
