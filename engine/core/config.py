@@ -409,10 +409,9 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),
 }
 #: Integer knobs and their least value.
-INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1,
-                                    "window": 2, "keep_recent": 0, "overlap": 0, "safety_seats": 0,
-                                    "score_log_rows": 0, "log_full_turns": 0, "induct_min_records": 1,
-                                    "message_candidates": 0, "message_per_turn": 0}
+INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1, "window": 2,
+                                    "keep_recent": 0, "overlap": 0, "safety_seats": 0, "score_log_rows": 0,
+                                    "log_full_turns": 0, "induct_min_records": 1, "message_candidates": 0, "message_per_turn": 0}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 
