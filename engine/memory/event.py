@@ -57,7 +57,7 @@ def run_event(ctx: EngineContext, user_id: str, session_id: str, *, event_no: in
     added: list[int] = []
     merged: list[int] = []
     superseded: list[int] = []
-    corrections: list[int] = []
+    replaced: list[dict[str, int]] = []  # the update step's superseded pairs, for the profile's corrections
     errors = 0
     for window in windows(pending, before, size=cfg.window, overlap=cfg.overlap):
         done = _extract_window(ctx, user_id, session_id, window, event_no=event_no, log_session=log_session)
@@ -72,7 +72,9 @@ def run_event(ctx: EngineContext, user_id: str, session_id: str, *, event_no: in
         added.extend(stats.added)
         merged.extend(x["existing"] for x in stats.merged)
         superseded.extend(x["existing"] for x in stats.superseded)
-        corrections.extend(profile_corrections(store.get_profile(user_id), stats.superseded))
+        replaced.extend(stats.superseded)
+    # the loop never writes the profile, so one read after it serves every window's supersedes
+    corrections = profile_corrections(store.get_profile(user_id), replaced) if replaced else []
     if themes:
         theme = themes.most_common(1)[0][0]
         tune_theme(ctx, user_id, log_session, theme, samples[theme][-8:], event_no=event_no)
