@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.core.records import MemoryRecord
-from engine.memory.messagepath import vectors_for
+from engine.memory.messagepath import unit, vectors_for
 
 __all__ = ["MessageIndex", "message_index", "nearest_messages", "message_candidates", "with_message_candidates",
            "forget_user", "INDEX_LIMIT"]
@@ -108,14 +108,9 @@ def forget_user(user_id: str) -> int:
     return len(keys)
 
 
-def _unit(v) -> np.ndarray:
-    a = np.asarray(v, dtype=np.float32)
-    return a / (float(np.linalg.norm(a)) or 1.0)
-
-
 def nearest_messages(store, user_id: str, query_vector, *, embedder, k: int) -> list[tuple[int, float]]:
     """The user's `k` messages nearest the question (message id, cosine), best first."""
-    return message_index(store, user_id, embedder).nearest(_unit(query_vector), k)
+    return message_index(store, user_id, embedder).nearest(unit(query_vector), k)
 
 
 def message_candidates(store, user_id: str, query_vector: Sequence[float] | None, *, embedder, k: int,
@@ -127,13 +122,13 @@ def message_candidates(store, user_id: str, query_vector: Sequence[float] | None
     if query_vector is None or k <= 0:
         return {}, {}
     index = message_index(store, user_id, embedder)
-    q = _unit(query_vector)
+    q = unit(query_vector)
     hits = index.nearest(q, k)
     want = list(dict.fromkeys(rid for mid, _ in hits for rid in index.records_of.get(mid, ()) if rid not in have))
     if not want:
         return {}, {}
     recs = {r.id: r for r in store.get_records(user_id, want) if include_history or r.is_current}
-    dense = {rid: float(_unit(v) @ q) for rid, v in store.vectors(user_id, list(recs)).items() if rid in recs}
+    dense = {rid: float(unit(v) @ q) for rid, v in store.vectors(user_id, list(recs)).items() if rid in recs}
     if per_message > 0:
         keep: set[int] = set()
         for mid, _ in hits:
