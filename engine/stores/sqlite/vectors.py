@@ -72,7 +72,7 @@ class VectorPartition:
         self._q8_thread: threading.Thread | None = None
         self._q8_pending: tuple[np.ndarray, np.ndarray] | None = None
         if self.mapped and self.q8 is None:
-            self.q8, self.q8_scale = self.quantize(np.concatenate(list(self.float_chunks())) if self.n else mat[:0])
+            self.q8, self.q8_scale = self._quantize_all()
         self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
         self._index: dict[int, int] | None = None  # id -> row, made when a lookup needs it and ids are not sorted
@@ -150,9 +150,15 @@ class VectorPartition:
             got = self._q8_pending
             self._q8_pending = None
             if got is None or len(got[0]) != self.base_n or len(got[1]) != self.base_n:
-                got = self.quantize(np.concatenate(list(self.float_chunks()))) if self.n else self.quantize(self._tail[:0])
+                got = self._quantize_all()
             self.q8, self.q8_scale = got
         return self.q8 is not None
+
+    def _quantize_all(self) -> tuple[np.ndarray, np.ndarray]:
+        """The int8 copy of all n rows, made block by block (row by row it is the same as at once, and
+        a mapped partition never holds its whole float matrix in memory)."""
+        parts = [self.quantize(c) for c in self.float_chunks()] or [self.quantize(self.mat[:0])]
+        return np.concatenate([q for q, _ in parts]), np.concatenate([sc for _, sc in parts])
 
     @staticmethod
     def quantize(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -317,10 +323,10 @@ class VectorPartition:
         # the pool: every row at most as far as the pool-th nearest (ties included, so no row order decides)
         limit = int(np.searchsorted(np.cumsum(counts[:INELIGIBLE]), min(pool, eligible)))
         rows = np.flatnonzero(ham <= limit)
-        if self.mapped and len(rows) > max(MAPPED_RESCORE_MIN, 2 * k) and self.q8_ready(wait=False):
+        r = max(MAPPED_RESCORE_MIN, 2 * k)
+        if self.mapped and len(rows) > r and self.q8_ready(wait=False):
             # approximate cosines on the int8 copy; the best few (ties included) are read from the file
             approx = np.einsum("ij,j->i", self.q8[rows].astype(np.float32), q) * (self.q8_scale[rows] * self.inv_norm[rows])
-            r = max(MAPPED_RESCORE_MIN, 2 * k)
             rows = rows[approx >= np.partition(approx, len(approx) - r)[len(approx) - r]]
         qn = float(np.linalg.norm(q))
         scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
