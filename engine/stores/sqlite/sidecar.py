@@ -90,14 +90,13 @@ class VectorSidecar:
                     or head.get("user") != user_id or head.get("version") != version or head.get("dim") != self.dim
                     or head.get("n") != total or head.get("newest") != newest):
                 return None
-            parts = _PARTS
             if mapped and not head.get("q8"):
                 return None
             files = {p: f"{stem}.{head['nonce']}.{p}.npy" for p in _PARTS + _Q8}
             # in memory (a page of the file's may leave the page cache), but the floats
-            arrays = {p: np.load(files[p], mmap_mode="c" if p == "mat" else None, allow_pickle=False) for p in parts}
+            arrays = {p: np.load(files[p], mmap_mode="c" if p == "mat" else None, allow_pickle=False) for p in _PARTS}
             n = int(head["n"])
-            if (any(len(arrays[p]) != n for p in parts if p != "codes") or arrays["codes"].shape != (_words(self.dim), n)
+            if (any(len(arrays[p]) != n for p in _PARTS if p != "codes") or arrays["codes"].shape != (_words(self.dim), n)
                     or arrays["mat"].shape[1:] != (self.dim,)):
                 return None
             if n and int(arrays["ids"][-1]) != newest:
