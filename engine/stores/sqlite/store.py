@@ -319,7 +319,9 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._vcache.put(user_id, part)
 
     def _vector_partition(self, conn: Any, user_id: str, *, build: bool = True) -> VectorPartition | None:
-        """The user's current vectors in memory (read on first use), None when over the memory budget."""
+        """The user's current vectors in memory (read on first use); over the memory budget a mapped
+        copy (floats in the saved file), None when even that cannot be had (no file, a transaction,
+        over the mapped budget): the caller then searches with vec0."""
         version = self._stored_version(conn, user_id)
         part = self._vcache.current(user_id, version)
         if part is not None or not build:
