@@ -75,20 +75,9 @@ TRIPATH_OVERRIDES: dict[str, Any] = {
 #: cost tripath-scripted .045 of recall@10 (.628 at the default 0.33/0.33/0.34, .676 at α 1):
 #: LoCoMo questions do not favour a record type. Min-max fusion over anchored: .664 against .631
 #: @10 (anchored exists so a seat can be refused for lack of relevance; here no seat is refused).
-#: The message path (engine.memory.messagepath: each candidate also scored by its source turn's
-#: cosine to the question), weight 0.5 beside 0.4/0.4/0.2, tuned on dev5 (tried 0.3/0.5/0.7/1.0:
-#: recall@10 .689/.708/.706/.694; off: .666): multi-hop@20 .535 -> .582.
-#: Turn context in the message score (message_prev/next_weight: + w * cosine of the turn before /
-#: after the source turn), tuned on dev5 over prev/next 0/.1/.15/.2/.3 x next 0/.3/.4: 0.15/0.3
-#: took all @5/10/20 .612/.708/.764 -> .626/.715/.776, single-hop@20 .797 -> .819 (the answer's
-#: question, or the reply to a question, carries the words the atomic record lost).
-#: Message candidates (engine.memory.expansion: the records of the 100 messages nearest the
-#: question join the candidates, at most 2 per message, each with its dense cosine), tuned on dev5
-#: with the message weight and the next-turn weight (0.5 -> 0.7, 0.3 -> 0.4): all @5/10/20
-#: .626/.715/.776 -> .634/.723/.788, single-hop@20 .819 -> .844 (fusion-turns .825). Candidates
-#: alone (weights unchanged): .623/.719/.788; 50/100/200 messages: within .002; 1 or 2 per message
-#: or all: within .003. Tried and left off: BM25 on the source turn in the message score (-.009 @10
-#: at 0.3), BM25 message candidates (no change), pseudo-relevance feedback (no change).
+#: The message path (engine.memory.messagepath), its turn context and message candidates
+#: (engine.memory.expansion) were tuned on dev5 too: what was tried and what each bought is
+#: report.TUNED_NOTE, which every run prints and writes to its JSON (one account, not two).
 TUNED: dict[str, Any] = {"weights": {"alpha": 1.0, "beta": 0.0, "gamma": 0.0}, "fusion": "minmax",
                          "paths": ("bm25", "dense", "dim", "message"),
                          "path_weights": {"bm25": 0.4, "dense": 0.4, "dim": 0.2, "message": 0.7},

@@ -49,18 +49,22 @@ TUNED_NOTE: dict[str, Any] = {
     "weights": "alpha 1, beta 0, gamma 0 (tried 0.33/0.33/0.34 default, 0.8/0/0.2, 1/0/0)",
     "path_weights": "bm25/dense/dim kept at the engine default 0.4/0.4/0.2 (tried dim 0.1 and 0.35: within +-0.01; "
                     "0.3/0.5/0.2 with the message path: -.006 @10); message path on at 0.5 (tried 0.3/0.5/0.7/1.0: "
-                    ".689/.708/.706/.694 @10; off .666; adding the nearest messages' records as candidates: .659-.695)",
+                    ".689/.708/.706/.694 @10; off .666; multi-hop@20 .535 -> .582; adding all of the nearest messages' records as "
+                    "candidates: .659-.695)",
     "fusion": "min-max (.664 @10) over the engine default anchored (.631): here no seat is refused for low relevance",
     "message_turn_context": "message score + 0.15 x cosine of the turn before, + 0.3 x the turn after (tried prev/next "
                             "0.3/0, 0.5/0, 0/0.3, 0/0.4, 0.2/0.3, 0.3/0.3, 0.1/0.4; max(own, w x neighbour) 0.8/0.9; "
-                            "only for non-aggregate questions): .708 -> .715 @10, .764 -> .776 @20",
+                            "only for non-aggregate questions): .708 -> .715 @10, .764 -> .776 @20, single-hop@20 .797 -> .819 "
+                            "(the answer's question, or the reply to a question, carries the words the atomic "
+                            "record lost)",
     "message_candidates": "the records of the 100 messages nearest the question join the candidates, 2 per message "
-                          "(tried 50/100/200 messages: within .002; 1/2/all per message: within .003); with them "
+                          "(tried 50/100/200 messages: within .002; 1/2/all per message: within .003; alone, weights "
+                          "unchanged: .623/.719/.788); with them "
                           "message weight 0.5 -> 0.7 and next-turn weight 0.3 -> 0.4 (tried message 0.6/0.7/0.8/1.0, "
                           "prev 0.15/0.25, next 0.3/0.4, bm25 0.3, dense 0.3, candidate_k 100): all "
                           ".626/.715/.776 -> .634/.723/.788; left out: BM25 over turns as candidates (no change) or "
                           "in the message score (-.009 @10), pseudo-relevance feedback from the best candidates' "
-                          "turns (no change)",
+                          "turns (no change); single-hop@20 .819 -> .844 (fusion-turns .825)",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "
