@@ -217,7 +217,7 @@ class MemoryConfig:
     injection_budget: int = 600  # tokens of injected records at most
     candidate_k: int = 50  # per retrieval path
     source_context: float = 0.0  # share of a record's vector taken from its source messages' text (0: off)
-    score_log_rows: int = 24  # scoring rows stored per retrieval: every seated or held-back one + the best N (0: all)
+    score_log_rows: int = 24  # scoring rows per retrieval: every seated or held-back one + the best N (at most 3 below the bar; 0: all)
     log_full_turns: int = 200  # log retention: a session's last N turns keep every row; older turns are compacted (0: keep all)
     retrieval_policy: str = "per_turn"  # "per_turn" | "on_event"
     include_history: bool = False  # serve superseded records too

@@ -23,6 +23,8 @@ __all__ = ["Candidate", "CandidateSet", "Ranking", "rank", "rank_candidates", "s
 
 #: Unpicked candidates within this many places after the last seat are reported as near-misses.
 NEAR_MISS_WINDOW = 3
+UNEARNED_WHY = ("below min relevance", "score below")  # the reasons a candidate could take no seat
+UNEARNED_LOGGED = 3  # of the best `score_log_rows`, rows below the bar that are still logged
 
 
 def rank_candidates(
@@ -115,14 +117,27 @@ class Ranking:
         return [self.row(pos) for pos in range(len(self.order))]
 
     def logged_rows(self, limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:
-        """The rows a retrieval stores: every row that was seated or held back, and the best `limit`
-        by S; `limit` 0 keeps them all."""
+        """The rows a retrieval stores: every row that was seated or held back, and, of the best
+        `limit` by S, every one that could have taken a seat but only the best `UNEARNED_LOGGED` of
+        those below the relevance or score bar (they are the bulk of a long session's candidates
+        and no seat could go to them); `limit` 0 keeps them all."""
         n = len(self.order)
         if limit <= 0 or n <= limit:
             return self.rows()
-        held, ids = excluded or {}, self.cands.ids
-        return [self.row(pos) for pos in range(n)
-                if pos < limit or self.verdicts[pos] == "picked" or ids[self.order[pos]] in held]
+        held, ids, why, order = excluded or {}, self.cands.ids, self.why, self.order
+        out: list[ScoreRow] = []
+        unearned = 0
+        for pos in range(n):
+            i = order[pos]
+            if self.verdicts[pos] == "picked" or ids[i] in held:
+                out.append(self.row(pos))
+            elif pos < limit:
+                if why.get(i, "").startswith(UNEARNED_WHY):
+                    unearned += 1
+                    if unearned > UNEARNED_LOGGED:
+                        continue
+                out.append(self.row(pos))
+        return out
 
 
 def _scores(cands: CandidateSet, *, config: MemoryConfig, weights: Weights) -> _Scores:
@@ -226,7 +241,7 @@ def _fill_top_k(cands: CandidateSet, order: Sequence[int], *, config: MemoryConf
 def _verdict(record_id: int, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:
     if i in seats.picked:
         return "picked"
-    if record_id in excluded or seats.why.get(i, "").startswith(("below min relevance", "score below")):
+    if record_id in excluded or seats.why.get(i, "").startswith(UNEARNED_WHY):
         return "dropped"
     return "near-miss" if pos <= seats.last_seat_pos + NEAR_MISS_WINDOW else "dropped"
 
