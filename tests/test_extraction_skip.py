@@ -9,7 +9,7 @@ from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
 from engine.core.records import Message
 from engine.memory.engine import MemoryEngine
-from engine.memory.extraction import contentless, says_nothing
+from engine.memory.extraction import contentless, recall_question, says_nothing
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -56,3 +56,40 @@ def test_an_event_over_questions_calls_no_extractor_and_moves_the_cursor(skip):
     clock.advance(timedelta(minutes=1))
     engine.turn("alice", "s1", "Thanks.")
     assert any("Hangzhou" in r.content for r in engine.store.records("alice"))
+
+
+_KNOWN = {"order", "dog", "receipt"}
+
+
+@pytest.mark.parametrize("text", ["When does my order arrive?", "What do I need for my dog?",
+                                  "Do I need to bring my receipt?", "What is my next order's total?"])
+def test_a_question_about_what_memory_holds_states_nothing(text):
+    assert not contentless(text)  # on its own, "my" could be news
+    assert recall_question(text, lambda w: w in _KNOWN)
+
+
+@pytest.mark.parametrize("text", ["What do I need for my cat?",  # no cat on record: the user has a cat
+                                  "Could you add flour to my order?",  # a request
+                                  "When do we get our order?",  # "we": the user as a subject
+                                  "My order is late?", "I moved, where is my order?", "我的订单是什么?"])
+def test_news_requests_and_first_person_questions_still_reach_the_extractor(text):
+    assert not recall_question(text, lambda w: w in _KNOWN)
+
+
+def test_an_event_skips_a_question_about_a_known_thing_but_not_one_about_a_new_thing():
+    clock = VirtualClock(T0)
+    engine = MemoryEngine(MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01,
+                                                   trigger_threshold=2), clock=clock)
+
+    def event_over(line):
+        before = len(engine.events(kind="extraction"))
+        engine.turn("alice", "s1", line)
+        clock.advance(timedelta(minutes=1))
+        engine.turn("alice", "s1", "Thanks.")
+        clock.advance(timedelta(minutes=1))
+        return len(engine.events(kind="extraction")) - before
+
+    assert event_over("I ordered a blue kettle last week, my order number is 4411.") == 1
+    assert any("kettle" in r.content for r in engine.store.records("alice"))
+    assert event_over("When does my order arrive?") == 0
+    assert event_over("What do I need for my puppy?") == 1

@@ -102,7 +102,9 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
     store, cfg, now = ctx.store, ctx.config, ctx.now()
     chunk = window.new
     inp = window.as_input(user_id, session_id, profile_name(store.get_profile(user_id)))
-    skipped = cfg.skip_contentless and says_nothing(chunk)
+    # a window of questions about what memory holds ("when does my order arrive?", an order on record)
+    skipped = cfg.skip_contentless and says_nothing(
+        chunk, known=lambda word: bool(store.search_bm25(user_id, word, k=1, include_invalid=True)))
     try:
         # a window of questions and acknowledgements only: no extractor call, the cursor still moves
         out = ExtractionOutput() if skipped else call_extractor(ctx, inp, log_session=log_session,

@@ -8,7 +8,7 @@ window's last message, times are parsed into spans, the source time is kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +21,7 @@ from engine.memory.context import EngineContext
 from engine.roles.types import ExtractionInput, ExtractionOutput, WindowMessage
 
 __all__ = ["Window", "windows", "window_message", "profile_name", "to_records", "extraction_entry",
-           "call_extractor", "says_nothing", "contentless"]
+           "call_extractor", "says_nothing", "contentless", "recall_question"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,10 +73,41 @@ def contentless(text: str) -> bool:
     return not _FIRST_PERSON.search(rest) and not re.search(r"\bi\b", rest, re.IGNORECASE)
 
 
-def says_nothing(new: Sequence[Message]) -> bool:
+#: An information question a memory answers: it asks what, when, where, how ... or "do I / is my ...".
+_RECALL_START = re.compile(r"^\s*(what|which|when|where|who|whose|how|why|do|did|does|have|has|is|are|was|were)\b",
+                           re.IGNORECASE)
+#: A request ("could you ...", "please ...") asks for something to be done: always a statement.
+_REQUEST = re.compile(r"\b(could|can|would|will)\s+you\b|\bplease\b", re.IGNORECASE)
+#: The thing a question says the user owns: the word after "my" / "our" (past an adjective).
+_OWNED = re.compile(r"\b(?:my|our)\s+(?:(?:own|new|old|last|next|first|current|usual|favou?rite)\s+)?([a-z][\w-]*)",
+                    re.IGNORECASE)
+#: First-person words other than the owner's "my" / "our".
+_OTHER_FIRST_PERSON = re.compile(r"\b(i|me|mine|myself|we|ours|us|i'm|i've|i'd|i'll|im)\b|我|咱", re.IGNORECASE)
+
+
+def recall_question(text: str, known: Callable[[str], bool]) -> bool:
+    """A question that only asks about things memory already holds: "when does my order arrive?"
+    when the user's records already mention an order. The user appears only as the asker ("do I")
+    or as the owner ("my", "our"), and every owned thing must be `known` (a word of the user's
+    records, current or not): "what do I need for my dog?" with no dog on record is news (the user
+    has a dog) and reaches the extractor. Requests never count ("could you add flour to my order?")."""
+    t = text.strip()
+    if not t.endswith(("?", "？")) or not _RECALL_START.match(t) or _REQUEST.search(t):
+        return False
+    rest = _QUESTION_I.sub(" ", t)
+    if _OTHER_FIRST_PERSON.search(rest):
+        return False
+    owned = _OWNED.findall(rest)
+    return bool(owned) and all(known(w.lower()) for w in dict.fromkeys(owned))
+
+
+def says_nothing(new: Sequence[Message], known: Callable[[str], bool] | None = None) -> bool:
     """Whether a window's new messages can yield no record: no user message states anything
-    (the assistant's words become records only when the user adopts them, which is a statement)."""
-    return all(m.role != "user" or contentless(m.content) for m in new)
+    (the assistant's words become records only when the user adopts them, which is a statement).
+    With `known` (is this word in the user's records?), a question about things memory already
+    holds states nothing either (`recall_question`)."""
+    return all(m.role != "user" or contentless(m.content) or (known is not None and recall_question(m.content, known))
+               for m in new)
 
 
 def profile_name(profile: UserProfile) -> str | None:
