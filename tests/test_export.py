@@ -39,7 +39,9 @@ def _check_pair(pair: dict) -> tuple[dict, dict]:
     assert pair["messages"][0]["content"] == system_prompt()
     inp = json.loads(pair["messages"][1]["content"])
     out = json.loads(pair["messages"][2]["content"])
-    assert set(inp) == {"context", "new"} and inp["new"]
+    # an event's window also carries the profile the extractor is asked about (induct_in_extraction)
+    assert set(inp) in ({"context", "new"}, {"context", "new", "profile"}) and inp["new"]
+    assert ("profile" in inp) == ("profile" in out)
     new_ids = {m["id"] for m in inp["new"]}
     for rec in out["records"]:
         assert rec["content"] and set(rec["source_ids"]) <= new_ids

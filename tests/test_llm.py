@@ -505,3 +505,20 @@ def test_repair_weights_leaves_valid_weights_alone(xs):
     else:  # float sums a hair off 1 are renormalised, nothing else
         assert all("renormalised" in n for n in notes)
         assert all(math.isclose(fixed[k], w[k], abs_tol=1e-9) for k in w)
+
+
+def test_llm_extractor_says_the_profile_only_when_asked_and_repairs_it(fake_openai):
+    from engine.roles.types import ExtractionInput, WindowMessage
+
+    new = [WindowMessage(id=1, role="user", speaker="user", content="I'm Ann and I live in Porto.",
+                         at=datetime(2026, 3, 2, 9, 0, tzinfo=UTC))]
+    rec = {"content": "The user is called Ann.", "source_ids": [1]}
+    ext = role(LLMExtractor, fake_openai)
+    fake_openai.push(tool_reply({"records": [rec], "profile": {"add": {"name": "Ann"}, "remove": {}}}))
+    out = ext.extract(ExtractionInput(user_id="u", session_id="s", new=new, profile={"name": ["Bo"]}))
+    assert out.profile.add == {"name": ["Ann"]} and out.profile.remove == {"name": ["Bo"]}
+    sent = json.loads(fake_openai.requests[-1].body["messages"][-1]["content"])
+    assert sent["profile"] == {"name": ["Bo"]}
+    fake_openai.push(tool_reply({"records": [rec], "profile": {"add": {"name": ["Ann"]}}}))
+    out = ext.extract(ExtractionInput(user_id="u", session_id="s", new=new))  # not asked
+    assert out.profile is None and "profile" not in json.loads(fake_openai.requests[-1].body["messages"][-1]["content"])

@@ -242,7 +242,7 @@ def test_batched_induction_waits_for_enough_records_or_the_longest_wait():
     """`induct_min_records`: one inducer call per batch of plain facts, the waiting logged; a record
     older than `induct_max_wait` is inducted whatever the batch size, and the cursor skips nothing."""
     engine, clock = make(tau_m=1, slice_value=0.01, long_term_value=0.02, trigger_threshold=2,
-                         induct_min_records=50, induct_max_wait=3600)
+                         induct_min_records=50, induct_max_wait=3600, induct_in_extraction=False)
     calls = []
     inducer = engine.models.inducer
 

@@ -24,10 +24,10 @@ FACTS = (
 
 
 def fast_config() -> MemoryConfig:
-    """A config whose gate opens every turn and every role runs (tuning included): the harshest load
-    on extraction, cursors and the roles."""
+    """A config whose gate opens every turn and every role runs (tuning, and the inducer's own call,
+    included): the harshest load on extraction, cursors and the roles."""
     return MemoryConfig.from_preset("customer service", tau_m=1, slice_value=0.01, trigger="messages",
-                                    trigger_threshold=2, tune_weights=True)
+                                    trigger_threshold=2, tune_weights=True, induct_in_extraction=False)
 
 
 def user_marker(user_id: str) -> str:

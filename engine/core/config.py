@@ -190,6 +190,7 @@ class MemoryConfig:
     induct_min_records: int = 3  # the inducer waits until this many mature, lasting, current records are past its cursor
     induct_max_wait: float = 604800.0  # ... or until the oldest of them was said this many seconds ago
     induct_at_once: bool = True  # records the profile shows at once (identity, preference, ...) never wait for a batch
+    induct_in_extraction: bool = True  # the extractor also says what its records change in the profile: no inducer call
     decay_enabled: bool = True
     consolidation_k: float = 0.5
     # -- trigger: when working memory is "full enough" for an event --
@@ -232,9 +233,8 @@ class MemoryConfig:
     # message path (engine.memory.messagepath): + weight * max(0, cos) of the turn before / after (0 = off)
     message_prev_weight: float = 0.0
     message_next_weight: float = 0.0
-    # engine.memory.expansion: records of the N nearest messages join (0 = off), <= message_per_turn each (0: all)
-    message_candidates: int = 0
-    message_per_turn: int = 1
+    message_candidates: int = 0  # engine.memory.expansion: records of the N nearest messages join (0 = off)
+    message_per_turn: int = 1  # ... at most this many per message (0: all)
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)

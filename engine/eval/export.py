@@ -54,7 +54,7 @@ def _user_content(event: Event) -> str:
     p = event.payload["input"]
     inp = ExtractionInput(user_id=event.user_id, session_id=str(event.payload.get("session", "")),
                           context=[WindowMessage.model_validate(m) for m in p.get("context", [])],
-                          new=[WindowMessage.model_validate(m) for m in p.get("new", [])])
+                          new=[WindowMessage.model_validate(m) for m in p.get("new", [])], profile=p.get("profile"))
     return compact_json(inp.payload())
 
 
@@ -62,7 +62,7 @@ def _assistant_content(event: Event) -> str:
     from engine.roles.llm.base import compact_json
     from engine.roles.types import ExtractionOutput
 
-    return compact_json(ExtractionOutput.model_validate(event.payload["output"]).model_dump(mode="json"))
+    return compact_json(ExtractionOutput.model_validate(event.payload["output"]).dump())
 
 
 def training_pair(event: Event, *, scenario: str | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
 from engine.memory.extraction import Window, call_extractor, profile_name, says_nothing, to_records, windows
 from engine.memory.gate import cue_events, mature_prefix
-from engine.memory.profile import induct, profile_corrections
+from engine.memory.profile import induct, keep_profile_hint, profile_corrections
 from engine.memory.results import EventOutcome
 from engine.memory.retrieval import record_text
 from engine.memory.update import UpdateStats, apply_updates
@@ -101,7 +101,9 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
     one transaction. A failure logs, tells the recovery hook and returns None (messages stay pending)."""
     store, cfg, now = ctx.store, ctx.config, ctx.now()
     chunk = window.new
-    inp = window.as_input(user_id, session_id, profile_name(store.get_profile(user_id)))
+    profile = store.get_profile(user_id)
+    inp = window.as_input(user_id, session_id, profile_name(profile),
+                          {k: list(v) for k, v in profile.fields.items()} if cfg.induct_in_extraction else None)
     # a window of questions about what memory holds ("when does my order arrive?", an order on record)
     skipped = cfg.skip_contentless and says_nothing(
         chunk, known=lambda word: bool(store.search_bm25(user_id, word, k=1, include_invalid=True)))
@@ -116,6 +118,8 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
                                   decide=lambda ci: ctx.call_role("consolidator", ctx.models.consolidator.decide, ci),
                                   config=cfg, now=now, cosine_threshold=ctx.update_cosine,
                                   embed=ctx.embedder.embed_documents)
+            if out.profile is not None and stats.added:
+                keep_profile_hint(store, user_id, stats.added, out.profile)
             store.set_cursor(user_id, session_id, "extract", chunk[-1].id)
     except Exception as exc:  # a model, embedder or store failure must not lose messages
         _fail(ctx, user_id, log_session, "extract", chunk, exc, event_no)

@@ -31,10 +31,11 @@ class Window:
     context: tuple[Message, ...]
     new: tuple[Message, ...]
 
-    def as_input(self, user_id: str, session_id: str, name: str | None) -> ExtractionInput:
+    def as_input(self, user_id: str, session_id: str, name: str | None,
+                 profile: dict[str, list[str]] | None = None) -> ExtractionInput:
         return ExtractionInput(user_id=user_id, session_id=session_id,
                                context=[window_message(m, name) for m in self.context],
-                               new=[window_message(m, name) for m in self.new])
+                               new=[window_message(m, name) for m in self.new], profile=profile)
 
 
 def windows(pending: Sequence[Message], before: Sequence[Message], *, size: int, overlap: int) -> Iterator[Window]:
@@ -176,4 +177,4 @@ def extraction_entry(extractor: Any, inp: ExtractionInput, out: ExtractionOutput
     settings = getattr(extractor, "settings", None)
     return {"session": inp.session_id, "extractor": type(extractor).__name__,
             "model": getattr(settings, "model", None) or mode,
-            "input": inp.payload(), "output": out.model_dump(mode="json")}
+            "input": inp.payload(), "output": out.dump()}

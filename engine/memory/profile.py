@@ -67,8 +67,55 @@ def induct(ctx: EngineContext, user_id: str, session_id: str, *, event_no: int,
         return
     in_batch = {r.id for r in batch}
     extra = [i for i in dict.fromkeys(corrections) if i not in in_batch]
+    given = hinted_changes(ctx.store, user_id, batch, cursor) if cfg.induct_in_extraction and not extra else None
     apply_induction(ctx, user_id, session_id, batch, event_no=event_no, move_cursor=True,
-                    extra=ctx.store.get_records(user_id, extra) if extra else (), corrections=len(corrections))
+                    extra=ctx.store.get_records(user_id, extra) if extra else (), corrections=len(corrections),
+                    given=given)
+
+
+def _hint_key(record_id: int) -> str:
+    return f"profile-hint:{record_id}"
+
+
+def keep_profile_hint(store: Store, user_id: str, record_ids: Sequence[int], changes: InductionOutput) -> None:
+    """Keep what the extractor said a window's new records change in the profile, until they mature
+    (`induct_in_extraction`): the induction then applies it instead of calling the inducer."""
+    hint = {"window": list(record_ids), **changes.model_dump(mode="json")}
+    for rid in record_ids:
+        store.set_kv(user_id, _hint_key(rid), hint)
+
+
+def hinted_changes(store: Store, user_id: str, batch: Sequence[MemoryRecord],
+                   cursor: int | None = None) -> InductionOutput | None:
+    """The batch's profile changes as the extractor said them, when it said them for every record
+    the inducer would see, and each of their windows is mature (its records are in the batch or
+    were inducted before it, at or below `cursor`) and still current: a window's records were
+    judged together, against the profile of then. None: the inducer decides."""
+    by_id = {r.id: r for r in batch}
+    hints: dict[tuple[int, ...], dict] = {}
+    for r in batch:
+        if not (r.is_current and r.lasting):
+            continue
+        hint = store.get_kv(user_id, _hint_key(r.id))
+        if not isinstance(hint, dict):
+            return None
+        window = tuple(int(i) for i in hint.get("window", ()))
+        outside = [i for i in window if i not in by_id]
+        if outside and (cursor is None or max(outside) > cursor):
+            return None  # part of the window is not mature yet
+        members = [by_id[i] for i in window if i in by_id] + (store.get_records(user_id, outside) if outside else [])
+        if not all(x.is_current for x in members):
+            return None  # a record the hint rests on was superseded since
+        hints[window] = hint
+    if not hints:
+        return None
+    add: dict[str, list[str]] = {}
+    remove: dict[str, list[str]] = {}
+    for hint in hints.values():
+        for part, into in (("add", add), ("remove", remove)):
+            for k, vals in (hint.get(part) or {}).items():
+                into.setdefault(k, []).extend(v for v in vals if v not in into.get(k, []))
+    return InductionOutput(add=add, remove=remove)
 
 
 #: Tags whose records the profile shows at once (never held back for a batch).
@@ -91,10 +138,11 @@ def correct_profile(ctx: EngineContext, user_id: str, session_id: str, successor
 
 def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Sequence[MemoryRecord], *,
                     event_no: int, move_cursor: bool, extra: Sequence[MemoryRecord] = (),
-                    corrections: int = 0) -> None:
+                    corrections: int = 0, given: InductionOutput | None = None) -> None:
     """Ask the inducer about `batch` (and `extra`, corrections past the cursor's batch), apply its
     adds/removes with each value's source records, keep a history entry. One-off instructions
-    (`lasting=False`) never reach the inducer."""
+    (`lasting=False`) never reach the inducer. `given`: the changes the extractor already said
+    (`hinted_changes`), applied without a call."""
     store, now = ctx.store, ctx.now()
     profile = store.get_profile(user_id)
     cursor_batch = batch
@@ -103,6 +151,8 @@ def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Se
     try:
         if not current:  # nothing the inducer could establish or retract: no model call
             out = InductionOutput()
+        elif given is not None:  # said by the extractor when it made these records: no model call
+            out = given
         else:
             out = ctx.call_role("inducer", ctx.models.inducer.induct, InductionInput(
                 profile={k: list(v) for k, v in profile.fields.items()}, records=[record_view(r) for r in current]))
@@ -123,6 +173,7 @@ def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Se
             store.set_cursor(user_id, "", "induct", cursor_batch[-1].id)
     ctx.log(user_id, session_id, "induct", {"record_ids": [r.id for r in batch], "version": new_profile.version,
                                            "diff": entry.diff(), "correction": not move_cursor,
+                                           **({"from_extraction": True} if given is not None and current else {}),
                                            **({"corrections": corrections} if corrections else {})},
             event_no=event_no)
 

@@ -59,6 +59,13 @@ class WindowMessage(_Model):
         return data
 
 
+class InductionOutput(_Model):
+    """Values to add to (and stale values to remove from) each profile field."""
+
+    add: dict[str, list[str]] = Field(default_factory=dict)
+    remove: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class ExtractionInput(_Model):
     """One overlapping window: `context` messages are context only; records come from `new`."""
 
@@ -66,17 +73,24 @@ class ExtractionInput(_Model):
     session_id: str
     context: list[WindowMessage] = Field(default_factory=list)
     new: list[WindowMessage]
+    #: the user's profile when the extractor should also say what the records change in it
+    #: (`induct_in_extraction`); None: records only
+    profile: dict[str, list[str]] | None = None
 
-    def payload(self) -> dict[str, list[dict[str, object]]]:
+    def payload(self) -> dict[str, object]:
         """The window as a model extractor gets it (its user message, as JSON): context and new
         messages with id, role, speaker (only when it is not the role: a named user), ISO time to
-        the minute (seconds never change a record) and content; no user or session ids."""
+        the minute (seconds never change a record) and content; no user or session ids; the
+        profile when one is asked for."""
 
         def msgs(ms: list[WindowMessage]) -> list[dict[str, object]]:
             return [{"id": m.id, "role": m.role, **({"speaker": m.speaker} if m.speaker != m.role else {}),
                      "at": m.at.isoformat(timespec="minutes"), "content": m.content} for m in ms]
 
-        return {"context": msgs(self.context), "new": msgs(self.new)}
+        out: dict[str, object] = {"context": msgs(self.context), "new": msgs(self.new)}
+        if self.profile is not None:
+            out["profile"] = self.profile
+        return out
 
 
 class ExtractedRecord(_Model):
@@ -104,6 +118,13 @@ class ExtractedRecord(_Model):
 
 class ExtractionOutput(_Model):
     records: list[ExtractedRecord] = Field(default_factory=list)
+    #: what these records change in the input's profile, as an induction would (asked only when the
+    #: input carries a profile); None: not said, and the inducer decides when the records mature
+    profile: InductionOutput | None = None
+
+    def dump(self) -> dict[str, object]:
+        """As JSON, for logs and training pairs: without `profile` when it was not said."""
+        return self.model_dump(mode="json", exclude={"profile"} if self.profile is None else None)
 
 
 class TimeConstraint(_Model):
@@ -194,13 +215,6 @@ class TuneOutput(_Model):
 class InductionInput(_Model):
     profile: dict[str, list[str]] = Field(default_factory=dict)
     records: list[RecordView]
-
-
-class InductionOutput(_Model):
-    """Values to add to (and stale values to remove from) each profile field."""
-
-    add: dict[str, list[str]] = Field(default_factory=dict)
-    remove: dict[str, list[str]] = Field(default_factory=dict)
 
 
 @runtime_checkable

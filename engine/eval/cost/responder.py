@@ -71,7 +71,8 @@ class ScriptedResponder:
         if tool == "ExtractionOutput":
             inp = R.ExtractionInput(user_id="u", session_id="s",
                                     context=[R.WindowMessage(**x) for x in payload.get("context", [])],
-                                    new=[R.WindowMessage(**x) for x in payload.get("new", [])])
+                                    new=[R.WindowMessage(**x) for x in payload.get("new", [])],
+                                    profile=payload.get("profile"))
             out = m.extractor.extract(inp)
         elif tool == "ParsedQuery":
             out = m.query_parser.parse(R.QueryInput.model_validate(payload))
@@ -83,7 +84,7 @@ class ScriptedResponder:
             out = m.inducer.induct(R.InductionInput.model_validate(payload))
         else:
             raise ValueError(f"no scripted role answers the schema {tool!r}")
-        return out.model_dump(mode="json")
+        return out.dump() if isinstance(out, R.ExtractionOutput) else out.model_dump(mode="json")
 
     def _summary(self, prompt: str) -> str:
         """The summary prompt's XML history back into messages, summarised as the offline

@@ -39,6 +39,7 @@ Input JSON {"context", "new"}: messages with id, role, speaker (absent: the role
 - lasting: false only for a one-off instruction that applies once ("only this time", "just for this order", "这次先"); standing instructions ("always ship to my office") are lasting.
 - time (YYYY-MM-DD, YYYY-MM, YYYY or START..END), location, reason, purpose: only where stated. theme: a short topic. keywords: 2-6 salient words. source_ids: the `new` ids it rests on. speaker: who it is about.
 - Write in the messages' language; an empty list when nothing is worth remembering.
+- profile (only when the input has "profile", the user's profile {field: [values]}): {add, remove} per field, what your records change in it: short values they establish and it lacks, values they show are no longer true; name holds one value (a new name replaces the old); {} when nothing changes.
 Answer only by calling the tool."""
 
 _QUERY = """You parse a question put to a memory store into search dimensions.
@@ -125,7 +126,20 @@ class LLMExtractor(LLMRole[ExtractionInput, ExtractionOutput]):
                 if key in rec and rec[key] is not None and not isinstance(rec[key], str):
                     rec[key] = str(rec[key])
             kept.append(rec)
-        return {**data, "records": kept}
+        out = {**data, "records": kept}
+        if inp.profile is None:
+            out.pop("profile", None)  # not asked: whatever came is not an answer
+        elif isinstance(out.get("profile"), dict):
+            out["profile"] = repaired_changes(out["profile"], notes, where="profile.")
+        elif out.get("profile") is not None:
+            notes.append(f"profile was a {type(out['profile']).__name__}, not an object; dropped")
+            out["profile"] = None
+        return out
+
+    def _finish(self, out: ExtractionOutput, inp: ExtractionInput, notes: list[str]) -> ExtractionOutput:
+        if out.profile is None or inp.profile is None:
+            return out
+        return out.model_copy(update={"profile": one_name(out.profile, inp.profile, notes)})
 
 
 class LLMQueryParser(LLMRole[QueryInput, ParsedQuery]):
@@ -237,36 +251,46 @@ class LLMProfileInducer(LLMRole[InductionInput, InductionOutput]):
         return self.run(inp).output
 
     def _prepare(self, data: dict[str, Any], inp: InductionInput, notes: list[str]) -> dict[str, Any]:
-        data = dict(data)
-        for part in ("add", "remove"):
-            value = data.get(part)
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                notes.append(f"{part} was a {type(value).__name__}, not an object; dropped")
-                data[part] = {}
-                continue
-            fixed = {}
-            for k, v in value.items():
-                vals = as_str_list(v)
-                if not isinstance(v, list):
-                    notes.append(f"{part}.{k} was not a list; wrapped")
-                if vals:
-                    fixed[str(k)] = vals
-            data[part] = fixed
-        return data
+        return repaired_changes(data, notes)
 
     def _finish(self, out: InductionOutput, inp: InductionInput, notes: list[str]) -> InductionOutput:
-        """A new name replaces the old: one added name at most, and the profile's others removed."""
-        added = out.add.get("name") or []
-        if not added:
-            return out
-        add, remove = dict(out.add), dict(out.remove)
-        if len(added) > 1:
-            notes.append(f"name is single-valued; kept the last of {added}")
-            add["name"] = [added[-1]]
-        stale = [v for v in inp.profile.get("name", []) if v != add["name"][0] and v not in remove.get("name", [])]
-        if stale:
-            notes.append(f"name {add['name'][0]!r} replaces {stale}; removed them")
-            remove["name"] = [*remove.get("name", []), *stale]
-        return out.model_copy(update={"add": add, "remove": remove})
+        return one_name(out, inp.profile, notes)
+
+
+def repaired_changes(data: dict[str, Any], notes: list[str], where: str = "") -> dict[str, Any]:
+    """Profile changes ({add, remove}) as the schema wants them: bare strings become one-value
+    lists, a part that is not an object is dropped (each repair noted)."""
+    data = dict(data)
+    for part in ("add", "remove"):
+        value = data.get(part)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            notes.append(f"{where}{part} was a {type(value).__name__}, not an object; dropped")
+            data[part] = {}
+            continue
+        fixed = {}
+        for k, v in value.items():
+            vals = as_str_list(v)
+            if not isinstance(v, list):
+                notes.append(f"{where}{part}.{k} was not a list; wrapped")
+            if vals:
+                fixed[str(k)] = vals
+        data[part] = fixed
+    return data
+
+
+def one_name(out: InductionOutput, profile: dict[str, list[str]], notes: list[str]) -> InductionOutput:
+    """A new name replaces the old: one added name at most, and the profile's others removed."""
+    added = out.add.get("name") or []
+    if not added:
+        return out
+    add, remove = dict(out.add), dict(out.remove)
+    if len(added) > 1:
+        notes.append(f"name is single-valued; kept the last of {added}")
+        add["name"] = [added[-1]]
+    stale = [v for v in profile.get("name", []) if v != add["name"][0] and v not in remove.get("name", [])]
+    if stale:
+        notes.append(f"name {add['name'][0]!r} replaces {stale}; removed them")
+        remove["name"] = [*remove.get("name", []), *stale]
+    return out.model_copy(update={"add": add, "remove": remove})

@@ -66,10 +66,13 @@ from engine.roles.scripted.salience import (
     safety_keywords,
     strip_discourse,
 )
+from engine.roles.scripted.inducer import ScriptedProfileInducer
 from engine.roles.types import (
     ExtractedRecord,
     ExtractionInput,
     ExtractionOutput,
+    InductionInput,
+    RecordView,
     WindowMessage,
 )
 
@@ -143,7 +146,14 @@ class ScriptedExtractor:
                 continue
             speaker = msg.speaker if not is_anonymous(msg.speaker) else names.get(msg.role, "")
             records.extend(self._from_message(_Said(msg=msg, speaker=speaker, people=people)))
-        return ExtractionOutput(records=records)
+        if inp.profile is None:
+            return ExtractionOutput(records=records)
+        # asked for the profile too: what the scripted inducer would make of these records
+        views = [RecordView(content=r.content, memory_type=r.memory_type, tags=list(r.tags), time=r.time,
+                            location=r.location, reason=r.reason, purpose=r.purpose, keywords=list(r.keywords),
+                            theme=r.theme, lasting=r.lasting) for r in records]
+        profile = ScriptedProfileInducer().induct(InductionInput(profile=inp.profile, records=views))
+        return ExtractionOutput(records=records, profile=profile)
 
     @staticmethod
     def _known_names(messages: Sequence[WindowMessage]) -> dict[str, str]:
