@@ -1,0 +1,105 @@
+"""An exact re-implementation of FTS5's `bm25()` for `records_fts`, scored in numpy.
+
+Groundwork for a cheaper keyword path (not yet wired into `SQLiteSearch.search_bm25`): FTS5's
+bm25() reads every match's positions through its auxiliary-function API, which dominates a common
+word's query (about 65 ms for 73k matches of one term against under 2 ms to count them, measured
+on a contentless unicode61 table of 300k rows by benchmarks/bm25_profile.py). Here the postings are
+read from an `fts5vocab` instance table in one string (group_concat) and scored with FTS5's own
+formula and constants:
+
+    idf(q)  = log((N - n(q) + 0.5) / (n(q) + 0.5)), 1e-6 when that is <= 0
+    score   = -sum_q idf(q) * f(q, D) * (k1 + 1) / (f(q, D) + k1 * (1 - b + b * |D| / avgdl))
+
+with N and avgdl from the index's averages record (every row of the table, as FTS5 counts them),
+n(q) the rows holding term q, f(q, D) its occurrences in D and |D| the row's token count from the
+docsize table. Only single-term phrases are scored; `score_terms` returns None for anything else
+(callers keep FTS5 for it). Document lengths are read by a join here; a per-user cache of them is
+what would make the path fast (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["K1", "B", "averages", "score_terms", "varints"]
+
+K1 = 1.2
+B = 0.75
+
+
+def varints(blob: bytes) -> list[int]:
+    """The SQLite varints packed in `blob` (FTS5's averages and docsize records)."""
+    out: list[int] = []
+    i = 0
+    while i < len(blob):
+        value = 0
+        for n in range(9):
+            byte = blob[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def averages(conn: Any, table: str = "records_fts") -> tuple[int, int]:
+    """(row count, token count) of the whole table, from its averages record."""
+    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    vals = varints(bytes(row[0]))
+    return vals[0], sum(vals[1:])
+
+
+def _postings(conn: Any, vocab: str, term: str) -> np.ndarray:
+    """The doc id of each occurrence of `term`, in doc order."""
+    s = conn.execute(f"SELECT group_concat(doc) FROM {vocab} WHERE term = ?", (term,)).fetchone()[0]
+    return np.fromstring(s, dtype=np.int64, sep=",") if s else np.empty(0, np.int64)  # type: ignore[call-overload]
+
+
+def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
+    rows = conn.execute(
+        f"SELECT d.id, d.sz FROM json_each(?) j JOIN {table}_docsize d ON d.id = j.value ORDER BY d.id",
+        (_json_ids(ids),),
+    ).fetchall()
+    got = dict((int(i), sum(varints(bytes(sz)))) for i, sz in rows)
+    return np.array([got.get(int(i), 0) for i in ids], dtype=np.float64)
+
+
+def _json_ids(ids: np.ndarray) -> str:
+    return "[" + ",".join(map(str, ids.tolist())) + "]"
+
+
+def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "records_fts"):
+    """(ids ascending, FTS5 bm25 scores) of the rows matching any of `terms` (an OR of
+    single-term phrases), or None unless every term is one lower-case ASCII alphanumeric FTS5 term
+    (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
+    inside a transaction."""
+    if not terms or not all(t.isascii() and t.isalnum() and t == t.lower() for t in terms):
+        return None
+    if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
+        return None
+    n_rows, n_tokens = averages(conn, table)
+    occ = [_postings(conn, vocab, t) for t in terms]
+    if not any(len(o) for o in occ):
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    ids = np.unique(np.concatenate(occ))
+    dl = _lengths(conn, table, ids)
+    avgdl = float(n_tokens) / float(n_rows)
+    score = np.zeros(len(ids), dtype=np.float64)
+    for o in occ:
+        uniq, counts = np.unique(o, return_counts=True)
+        idf = math.log((n_rows - len(uniq) + 0.5) / (len(uniq) + 0.5))
+        if idf <= 0.0:
+            idf = 1e-6
+        f = np.zeros(len(ids), dtype=np.float64)
+        f[np.searchsorted(ids, uniq)] = counts
+        score = score + idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * dl / avgdl)))
+    return ids, -1.0 * score
