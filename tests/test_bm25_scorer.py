@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.text import index_text, user_key
-from engine.stores.sqlite.bm25 import score_terms, varints
+from engine.stores.sqlite.bm25 import doc_lengths, score_terms, varints
 from engine.stores.sqlite.driver import sqlite_module
 
 sqlite3 = sqlite_module() or stdlib_sqlite3  # the engine's driver: contentless_delete where SQLite has it
@@ -52,6 +52,17 @@ def test_scores_and_order_equal_fts5(docs, query, user, data):
     order = np.lexsort((ids, scores))
     assert [int(i) for i in ids[order]] == [r for r, _ in want]
     np.testing.assert_allclose(scores[order], [s for _, s in want], rtol=1e-12, atol=0)
+    mine = ",".join(str(i) for i, (u, _) in enumerate(docs, start=1) if u == user) or "0"
+    cache = doc_lengths(conn, f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({mine})")
+    cached = score_terms(conn, [key + w for w in query], vocab="temp.fv", lengths=cache)
+    assert cached is not None
+    assert np.array_equal(cached[0], ids) and np.array_equal(cached[1], scores)
+
+
+def test_a_cache_missing_a_match_declines():
+    conn = _table([("u1", ["alpha"]), ("u1", ["alpha", "beta"])], set())
+    cache = doc_lengths(conn, "SELECT id, sz FROM records_fts_docsize WHERE id = 1")
+    assert score_terms(conn, [user_key("u1") + "alpha"], vocab="temp.fv", lengths=cache) is None
 
 
 def test_phrases_and_folded_terms_are_left_to_fts5():

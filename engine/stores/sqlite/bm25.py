@@ -12,9 +12,10 @@ formula and constants:
 
 with N and avgdl from the index's averages record (every row of the table, as FTS5 counts them),
 n(q) the rows holding term q, f(q, D) its occurrences in D and |D| the row's token count from the
-docsize table. Only single-term phrases are scored; `score_terms` returns None for anything else
-(callers keep FTS5 for it). Document lengths are read by a join here; a per-user cache of them is
-what would make the path fast (see ARCHITECTURE.md).
+docsize table (or a cache of them, `doc_lengths`). Only single-term phrases are scored; `score_terms` returns None for anything else
+(callers keep FTS5 for it). Without a cache the lengths are read by a join, which costs more than
+FTS5 itself for a common word; with one (kept per user by the caller) the common word's scoring
+takes about a third of FTS5's time (benchmarks/bm25_profile.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["K1", "B", "averages", "score_terms", "varints"]
+__all__ = ["K1", "B", "averages", "doc_lengths", "score_terms", "varints"]
 
 K1 = 1.2
 B = 0.75
@@ -73,15 +74,36 @@ def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
     return np.array([got.get(int(i), 0) for i in ids], dtype=np.float64)
 
 
+def doc_lengths(conn: Any, sql: str, params: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(ids ascending, token counts) of the rows `sql` selects as (id, docsize blob): the cache
+    `score_terms` takes, e.g. one user's rows of `records` joined to `records_fts_docsize`."""
+    rows = sorted((int(i), sum(varints(bytes(sz)))) for i, sz in conn.execute(sql, params))
+    ids = np.fromiter((i for i, _ in rows), dtype=np.int64, count=len(rows))
+    lens = np.fromiter((n for _, n in rows), dtype=np.float64, count=len(rows))
+    return ids, lens
+
+
+def _cached(ids: np.ndarray, lengths: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+    """Lengths of `ids` from a `doc_lengths` cache, None when one of them is not in it."""
+    known, lens = lengths
+    pos = np.searchsorted(known, ids)
+    pos[pos >= len(known)] = 0
+    if len(known) == 0 or not np.array_equal(known[pos], ids):
+        return None
+    return lens[pos]
+
+
 def _json_ids(ids: np.ndarray) -> str:
     return "[" + ",".join(map(str, ids.tolist())) + "]"
 
 
-def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "records_fts"):
+def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "records_fts",
+                lengths: tuple[np.ndarray, np.ndarray] | None = None):
     """(ids ascending, FTS5 bm25 scores) of the rows matching any of `terms` (an OR of
     single-term phrases), or None unless every term is one lower-case ASCII alphanumeric FTS5 term
     (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
-    inside a transaction."""
+    inside a transaction, or when `lengths` (a `doc_lengths` cache, read instead of the docsize
+    table) lacks a matching row."""
     if not terms or not all(t.isascii() and t.isalnum() and t == t.lower() for t in terms):
         return None
     if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
@@ -91,7 +113,9 @@ def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "record
     if not any(len(o) for o in occ):
         return np.empty(0, np.int64), np.empty(0, np.float64)
     ids = np.unique(np.concatenate(occ))
-    dl = _lengths(conn, table, ids)
+    dl = _lengths(conn, table, ids) if lengths is None else _cached(ids, lengths)
+    if dl is None:
+        return None
     avgdl = float(n_tokens) / float(n_rows)
     score = np.zeros(len(ids), dtype=np.float64)
     for o in occ:
