@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sqlite3 as stdlib_sqlite3
+from dataclasses import replace
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from store_conformance import T0, rec
 
-from engine.core.text import index_text, user_key
+from engine.core.text import fts_query, index_text, user_key
+from engine.stores.sqlite import SQLiteStore
 from engine.stores.sqlite.bm25 import doc_lengths, score_terms, varints
 from engine.stores.sqlite.driver import sqlite_module
 
@@ -75,3 +78,55 @@ def test_phrases_and_folded_terms_are_left_to_fts5():
 def test_varints_round_trip_sqlite_encoding():
     assert varints(bytes([0x05])) == [5]
     assert varints(bytes([0x81, 0x00, 0x7F])) == [128, 127]
+
+
+def _fts5_reference(store, user, query, k, include_invalid):
+    """search_bm25's FTS5 path, run directly: every match joined to the user's rows."""
+    valid = "" if include_invalid else " AND r.valid = 1"
+    rows = store.conn.execute(
+        "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(records_fts) AS s FROM records_fts "
+        "WHERE records_fts MATCH ?) "
+        f"SELECT h.id, h.s FROM hits h JOIN records r ON r.id = h.id WHERE r.user_id = ?{valid} "
+        "ORDER BY h.s, h.id LIMIT ?",
+        (fts_query(query, key=user_key(user)), user, k),
+    ).fetchall()
+    return [(int(i), -float(s)) for i, s in rows]
+
+
+ops_st = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(USERS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)),
+    st.tuples(st.just("update"), st.integers(0, 60), st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)),
+    st.tuples(st.just("supersede"), st.integers(0, 60), st.integers(0, 60)),
+    st.tuples(st.just("forget"), st.sampled_from(USERS), st.just(None)),
+    st.tuples(st.just("search"), st.sampled_from(USERS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3)),
+), min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=ops_st, k=st.integers(1, 12), include_invalid=st.booleans())
+def test_store_search_bm25_equals_fts5_through_writes(ops, k, include_invalid):
+    """The store's numpy path (its length cache patched by adds and updates, dropped by forget)
+    returns what FTS5's bm25 ranks, for every user, after any sequence of writes."""
+    store = SQLiteStore(":memory:", dim=4)
+    owned: list = []
+    try:
+        for op, a, b in ops:
+            if op == "add":
+                owned += store.add_records([rec(a, " ".join(b))], [[1.0, 0.0, 0.0, 0.0]])
+            elif op == "update" and owned:
+                r = owned[a % len(owned)]
+                if store.get_records(r.user_id, [r.id]):
+                    store.update_record(replace(r, content=" ".join(b)))
+            elif op == "supersede" and owned:
+                old, new = owned[a % len(owned)], owned[b % len(owned)]
+                live = {x.id for x in store.records(old.user_id, include_invalid=True)}
+                if old.user_id == new.user_id and old.id != new.id and {old.id, new.id} <= live:
+                    store.supersede(old.user_id, old.id, new.id, T0)
+            elif op == "forget":
+                store.forget_user(a)
+            for user in USERS:
+                query = " ".join(b) if op == "search" else WORDS[len(owned) % len(WORDS)]
+                got = store.search_bm25(user, query, k=k, include_invalid=include_invalid)
+                assert got == _fts5_reference(store, user, query, k, include_invalid)
+    finally:
+        store.close()

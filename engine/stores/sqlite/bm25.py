@@ -1,6 +1,6 @@
 """An exact re-implementation of FTS5's `bm25()` for `records_fts`, scored in numpy.
 
-Groundwork for a cheaper keyword path (not yet wired into `SQLiteSearch.search_bm25`): FTS5's
+The keyword path of `SQLiteSearch.search_bm25` when it can answer exactly: FTS5's
 bm25() reads every match's positions through its auxiliary-function API, which dominates a common
 word's query (about 65 ms for 73k matches of one term against under 2 ms to count them, measured
 on a contentless unicode61 table of 300k rows by benchmarks/bm25_profile.py). Here the postings are
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["K1", "B", "averages", "doc_lengths", "score_terms", "varints"]
+__all__ = ["K1", "B", "DocLengths", "averages", "doc_lengths", "scorable", "score_terms", "varints"]
 
 K1 = 1.2
 B = 0.75
@@ -97,6 +97,11 @@ def _json_ids(ids: np.ndarray) -> str:
     return "[" + ",".join(map(str, ids.tolist())) + "]"
 
 
+def scorable(terms: list[str]) -> bool:
+    """Whether `score_terms` can score this OR of phrases: each one lower-case ASCII alphanumeric term."""
+    return bool(terms) and all(t.isascii() and t.isalnum() and t == t.lower() for t in terms)
+
+
 def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "records_fts",
                 lengths: tuple[np.ndarray, np.ndarray] | None = None):
     """(ids ascending, FTS5 bm25 scores) of the rows matching any of `terms` (an OR of
@@ -104,7 +109,7 @@ def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "record
     (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
     inside a transaction, or when `lengths` (a `doc_lengths` cache, read instead of the docsize
     table) lacks a matching row."""
-    if not terms or not all(t.isascii() and t.isalnum() and t == t.lower() for t in terms):
+    if not scorable(terms):
         return None
     if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
         return None
@@ -127,3 +132,57 @@ def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "record
         f[np.searchsorted(ids, uniq)] = counts
         score = score + idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * dl / avgdl)))
     return ids, -1.0 * score
+
+
+class DocLengths:
+    """Per-user `doc_lengths` caches of `records_fts`, patched by the store's own writes.
+
+    `noted(user, conn, ids)` re-reads the docsize of rows just written (inside the write's
+    transaction); `get` merges them in, building the user's cache on first use. The store drops
+    everything on a rollback or another connection's commit, and a user on forget_user.
+    """
+
+    SQL = "SELECT r.id, d.sz FROM records r JOIN records_fts_docsize d ON d.id = r.id WHERE r.user_id = ?"
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._pending: dict[str, dict[int, int]] = {}
+
+    def clear(self) -> None:
+        self._known.clear()
+        self._pending.clear()
+
+    def pop(self, user_id: str) -> None:
+        self._known.pop(user_id, None)
+        self._pending.pop(user_id, None)
+
+    def noted(self, user_id: str, conn: Any, ids: list[int]) -> None:
+        if user_id not in self._known or not ids:
+            return
+        rows = conn.execute(f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({','.join('?' * len(ids))})",
+                            [int(i) for i in ids]).fetchall()  # fmt: skip
+        if len(rows) != len(set(ids)):  # not as this cache expects: rebuild on next use
+            self.pop(user_id)
+            return
+        self._pending.setdefault(user_id, {}).update((int(i), sum(varints(bytes(sz)))) for i, sz in rows)
+
+    def get(self, user_id: str, conn: Any) -> tuple[np.ndarray, np.ndarray]:
+        known = self._known.get(user_id)
+        if known is None:
+            known = self._known[user_id] = doc_lengths(conn, self.SQL, (user_id,))
+        pending = self._pending.pop(user_id, None)
+        if pending:
+            known = self._known[user_id] = _merge(known, pending)
+        return known
+
+
+def _merge(known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    ids, lens = known
+    new_ids = np.array(sorted(pending), dtype=np.int64)
+    new_lens = np.array([pending[i] for i in new_ids.tolist()], dtype=np.float64)
+    if len(ids) == 0 or new_ids[0] > ids[-1]:  # the common case: appended rows
+        return np.concatenate([ids, new_ids]), np.concatenate([lens, new_lens])
+    keep = ~np.isin(ids, new_ids)
+    all_ids = np.concatenate([ids[keep], new_ids])
+    order = np.argsort(all_ids, kind="stable")
+    return all_ids[order], np.concatenate([lens[keep], new_lens])[order]
