@@ -26,6 +26,7 @@ __all__ = [
     "content_tokens",
     "index_text",
     "fts_query",
+    "fts_terms",
     "user_key",
     "USER_KEY_CHARS",
     "is_cjk",
@@ -177,6 +178,18 @@ def index_text(text: str, *, key: str = "") -> str:
     return " ".join(term for tok in tokens for term in _keyed(key, tok))
 
 
+def fts_terms(text: str, *, max_terms: int = 64, key: str = "") -> list[str]:
+    """The phrases `fts_query` OR-s, unquoted: the query's content tokens (all its tokens when it
+    has none), deduplicated; with a `key`, each the space-separated keyed terms of its token."""
+    terms = list(dict.fromkeys(content_tokens(text)))[:max_terms]
+    if not terms:
+        terms = list(dict.fromkeys(tokenize(text)))[:max_terms]
+    if key:
+        terms = list(dict.fromkeys(" ".join(_keyed(key, t)) for t in terms))
+        terms = [t for t in terms if t]
+    return terms
+
+
 def fts_query(text: str, *, max_terms: int = 64, key: str = "") -> str | None:
     """A safe FTS5 MATCH expression: the query's content tokens, each quoted, OR-ed.
 
@@ -184,12 +197,7 @@ def fts_query(text: str, *, max_terms: int = 64, key: str = "") -> str | None:
     (NEAR, *, -, column filters, parentheses) is inert. None when nothing is searchable. With a
     `key`, each token becomes the phrase of its keyed terms, as `index_text(..., key=key)` wrote them.
     """
-    terms = list(dict.fromkeys(content_tokens(text)))[:max_terms]
-    if not terms:
-        terms = list(dict.fromkeys(tokenize(text)))[:max_terms]
-    if key:
-        terms = list(dict.fromkeys(" ".join(_keyed(key, t)) for t in terms))
-        terms = [t for t in terms if t]
+    terms = fts_terms(text, max_terms=max_terms, key=key)
     if not terms:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

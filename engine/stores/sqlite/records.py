@@ -125,6 +125,7 @@ class SQLiteRecords:
             for i, r in enumerate(out):
                 by_user.setdefault(r.user_id, []).append(i)
             for uid, idx in by_user.items():
+                self._doclens.noted(uid, conn, [out[i].id for i in idx])
                 self._count_change(conn, uid, len(idx), sum(out[i].invalid_at is None for i in idx))
                 self._bump(conn, uid, lambda part, idx=idx: part.append(
                     [out[i].id for i in idx], mat[idx],
@@ -288,6 +289,7 @@ class SQLiteRecords:
             conn.execute(f"UPDATE records SET {sets} WHERE id = ? AND user_id = ?",
                          [*mutable_values(record), record.id, record.user_id])  # fmt: skip
             conn.execute("UPDATE records_fts SET body = ? WHERE rowid = ?", (fts_body(record), record.id))
+            self._doclens.noted(record.user_id, conn, [record.id])
             if arr is not None:
                 # vec0 0.1.9 cannot UPDATE a bit[] column; replace the row inside this transaction
                 conn.execute("DELETE FROM records_vec WHERE rowid = ?", (record.id,))

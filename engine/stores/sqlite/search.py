@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.text import fts_query, user_key
+from engine.core.text import fts_query, fts_terms, user_key
+from engine.stores.sqlite.bm25 import scorable, score_terms
 from engine.stores.sql import check_vector
 from engine.stores.sqlite.records import sign_bits
 
@@ -54,6 +55,9 @@ class SQLiteSearch:
             return []
         valid = "" if include_invalid else " AND r.valid = 1"
         with self._read() as conn:
+            found = self._bm25_numpy(conn, fts_terms(query or "", key=user_key(user_id)), user_id, int(k), valid)
+            if found is not None:
+                return found
             found = self._bm25_top_first(conn, match, user_id, int(k), valid)
             if found is not None:
                 return found
@@ -65,6 +69,32 @@ class SQLiteSearch:
                 (match, user_id, int(k)),
             ).fetchall()
         return [(int(rid), -float(s)) for rid, s in rows]
+
+    def _bm25_numpy(self, conn: Any, terms: list[str], user_id: str, k: int, valid: str):
+        """FTS5's bm25 ranking computed by engine.stores.sqlite.bm25 from the terms' postings and
+        the user's cached document lengths; None where it cannot answer exactly (a phrase, a
+        folded term, an open transaction, a match outside the user's rows, too few valid ones)."""
+        if conn.in_transaction or not scorable(terms):
+            return None
+        self._sync(conn)
+        if not self._fts_vocab:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab "
+                         "USING fts5vocab(main, records_fts, instance)")
+            self._fts_vocab = True
+        got = score_terms(conn, terms, vocab="temp.records_fts_vocab", lengths=self._doclens.get(user_id, conn))
+        if got is None:
+            return None
+        ids, scores = got
+        order = np.lexsort((ids, scores))
+        top = order[: 2 * k + 16]
+        rows = conn.execute(
+            "SELECT h.key FROM json_each(?) h JOIN records r ON r.id = h.value "
+            f"WHERE r.user_id = ?{valid} ORDER BY h.key LIMIT ?",
+            (json.dumps(ids[top].tolist()), user_id, k),
+        ).fetchall()
+        if len(rows) < k and len(top) < len(order):
+            return None
+        return [(int(ids[top[i]]), -float(scores[top[i]])) for (i,) in rows]
 
     @staticmethod
     def _bm25_top_first(conn: Any, match: str, user_id: str, k: int, valid: str):

@@ -38,6 +38,7 @@ from engine.stores.sqlite.driver import (
     require_driver,
     sqlite_module,
 )
+from engine.stores.sqlite.bm25 import DocLengths
 from engine.stores.sqlite.migrations import migrate, schema_version
 from engine.stores.sqlite.records import SQLiteRecords
 from engine.stores.sqlite.search import EXACT_KNN_MAX, SQLiteSearch
@@ -95,6 +96,9 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._vcache = VectorCache(budget_bytes=self.vector_cache_bytes, dim=self.dim)
         self._sidecar: VectorSidecar | None = None
         self._data_version: int | None = None
+        #: user -> token count of each of their rows in records_fts (engine.stores.sqlite.bm25)
+        self._doclens = DocLengths()
+        self._fts_vocab = False
         self._conn = None
         with self._errors():
             self._conn = connect(self.path, busy_timeout_ms=int(busy_timeout_ms))
@@ -257,12 +261,14 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         """Forget everything read into memory (after a rollback the cached state may never have landed)."""
         self._partition_sizes.clear()
         self._vcache.clear()
+        self._doclens.clear()
 
     def _sync(self, conn: Any) -> None:
         """Drop the partition sizes when another connection has committed since the last look."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._partition_sizes.clear()
+            self._doclens.clear()
             self._data_version = version
 
     @contextmanager
@@ -365,6 +371,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             # no trace of the user stays; a later partition of the same name gets a fresh version
             self._delete_user_rows(conn, user_id, ("partition_versions", "record_counts"))
             self._vcache.pop(user_id)
+            self._doclens.pop(user_id)
             if self._sidecar is not None:
                 self._sidecar.forget(user_id)
             # merge FTS segments so the deleted tokens leave the index, not just the content table

@@ -1,0 +1,188 @@
+"""An exact re-implementation of FTS5's `bm25()` for `records_fts`, scored in numpy.
+
+The keyword path of `SQLiteSearch.search_bm25` when it can answer exactly: FTS5's
+bm25() reads every match's positions through its auxiliary-function API, which dominates a common
+word's query (about 65 ms for 73k matches of one term against under 2 ms to count them, measured
+on a contentless unicode61 table of 300k rows by benchmarks/bm25_profile.py). Here the postings are
+read from an `fts5vocab` instance table in one string (group_concat) and scored with FTS5's own
+formula and constants:
+
+    idf(q)  = log((N - n(q) + 0.5) / (n(q) + 0.5)), 1e-6 when that is <= 0
+    score   = -sum_q idf(q) * f(q, D) * (k1 + 1) / (f(q, D) + k1 * (1 - b + b * |D| / avgdl))
+
+with N and avgdl from the index's averages record (every row of the table, as FTS5 counts them),
+n(q) the rows holding term q, f(q, D) its occurrences in D and |D| the row's token count from the
+docsize table (or a cache of them, `doc_lengths`). Only single-term phrases are scored; `score_terms` returns None for anything else
+(callers keep FTS5 for it). Without a cache the lengths are read by a join, which costs more than
+FTS5 itself for a common word; with one (kept per user by the caller) the common word's scoring
+takes about a third of FTS5's time (benchmarks/bm25_profile.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["K1", "B", "DocLengths", "averages", "doc_lengths", "scorable", "score_terms", "varints"]
+
+K1 = 1.2
+B = 0.75
+
+
+def varints(blob: bytes) -> list[int]:
+    """The SQLite varints packed in `blob` (FTS5's averages and docsize records)."""
+    out: list[int] = []
+    i = 0
+    while i < len(blob):
+        value = 0
+        for n in range(9):
+            byte = blob[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def averages(conn: Any, table: str = "records_fts") -> tuple[int, int]:
+    """(row count, token count) of the whole table, from its averages record."""
+    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    vals = varints(bytes(row[0]))
+    return vals[0], sum(vals[1:])
+
+
+def _postings(conn: Any, vocab: str, term: str) -> np.ndarray:
+    """The doc id of each occurrence of `term`, in doc order."""
+    s = conn.execute(f"SELECT group_concat(doc) FROM {vocab} WHERE term = ?", (term,)).fetchone()[0]
+    return np.fromstring(s, dtype=np.int64, sep=",") if s else np.empty(0, np.int64)  # type: ignore[call-overload]
+
+
+def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
+    rows = conn.execute(
+        f"SELECT d.id, d.sz FROM json_each(?) j JOIN {table}_docsize d ON d.id = j.value ORDER BY d.id",
+        (_json_ids(ids),),
+    ).fetchall()
+    got = dict((int(i), sum(varints(bytes(sz)))) for i, sz in rows)
+    return np.array([got.get(int(i), 0) for i in ids], dtype=np.float64)
+
+
+def doc_lengths(conn: Any, sql: str, params: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(ids ascending, token counts) of the rows `sql` selects as (id, docsize blob): the cache
+    `score_terms` takes, e.g. one user's rows of `records` joined to `records_fts_docsize`."""
+    rows = sorted((int(i), sum(varints(bytes(sz)))) for i, sz in conn.execute(sql, params))
+    ids = np.fromiter((i for i, _ in rows), dtype=np.int64, count=len(rows))
+    lens = np.fromiter((n for _, n in rows), dtype=np.float64, count=len(rows))
+    return ids, lens
+
+
+def _cached(ids: np.ndarray, lengths: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+    """Lengths of `ids` from a `doc_lengths` cache, None when one of them is not in it."""
+    known, lens = lengths
+    pos = np.searchsorted(known, ids)
+    pos[pos >= len(known)] = 0
+    if len(known) == 0 or not np.array_equal(known[pos], ids):
+        return None
+    return lens[pos]
+
+
+def _json_ids(ids: np.ndarray) -> str:
+    return "[" + ",".join(map(str, ids.tolist())) + "]"
+
+
+def scorable(terms: list[str]) -> bool:
+    """Whether `score_terms` can score this OR of phrases: each one lower-case ASCII alphanumeric term."""
+    return bool(terms) and all(t.isascii() and t.isalnum() and t == t.lower() for t in terms)
+
+
+def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "records_fts",
+                lengths: tuple[np.ndarray, np.ndarray] | None = None):
+    """(ids ascending, FTS5 bm25 scores) of the rows matching any of `terms` (an OR of
+    single-term phrases), or None unless every term is one lower-case ASCII alphanumeric FTS5 term
+    (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
+    inside a transaction, or when `lengths` (a `doc_lengths` cache, read instead of the docsize
+    table) lacks a matching row."""
+    if not scorable(terms):
+        return None
+    if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
+        return None
+    n_rows, n_tokens = averages(conn, table)
+    occ = [_postings(conn, vocab, t) for t in terms]
+    if not any(len(o) for o in occ):
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    ids = np.unique(np.concatenate(occ))
+    dl = _lengths(conn, table, ids) if lengths is None else _cached(ids, lengths)
+    if dl is None:
+        return None
+    avgdl = float(n_tokens) / float(n_rows)
+    score = np.zeros(len(ids), dtype=np.float64)
+    for o in occ:
+        uniq, counts = np.unique(o, return_counts=True)
+        idf = math.log((n_rows - len(uniq) + 0.5) / (len(uniq) + 0.5))
+        if idf <= 0.0:
+            idf = 1e-6
+        f = np.zeros(len(ids), dtype=np.float64)
+        f[np.searchsorted(ids, uniq)] = counts
+        score = score + idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * dl / avgdl)))
+    return ids, -1.0 * score
+
+
+class DocLengths:
+    """Per-user `doc_lengths` caches of `records_fts`, patched by the store's own writes.
+
+    `noted(user, conn, ids)` re-reads the docsize of rows just written (inside the write's
+    transaction); `get` merges them in, building the user's cache on first use. The store drops
+    everything on a rollback or another connection's commit, and a user on forget_user.
+    """
+
+    SQL = "SELECT r.id, d.sz FROM records r JOIN records_fts_docsize d ON d.id = r.id WHERE r.user_id = ?"
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._pending: dict[str, dict[int, int]] = {}
+
+    def clear(self) -> None:
+        self._known.clear()
+        self._pending.clear()
+
+    def pop(self, user_id: str) -> None:
+        self._known.pop(user_id, None)
+        self._pending.pop(user_id, None)
+
+    def noted(self, user_id: str, conn: Any, ids: list[int]) -> None:
+        if user_id not in self._known or not ids:
+            return
+        rows = conn.execute(f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({','.join('?' * len(ids))})",
+                            [int(i) for i in ids]).fetchall()  # fmt: skip
+        if len(rows) != len(set(ids)):  # not as this cache expects: rebuild on next use
+            self.pop(user_id)
+            return
+        self._pending.setdefault(user_id, {}).update((int(i), sum(varints(bytes(sz)))) for i, sz in rows)
+
+    def get(self, user_id: str, conn: Any) -> tuple[np.ndarray, np.ndarray]:
+        known = self._known.get(user_id)
+        if known is None:
+            known = self._known[user_id] = doc_lengths(conn, self.SQL, (user_id,))
+        pending = self._pending.pop(user_id, None)
+        if pending:
+            known = self._known[user_id] = _merge(known, pending)
+        return known
+
+
+def _merge(known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    ids, lens = known
+    new_ids = np.array(sorted(pending), dtype=np.int64)
+    new_lens = np.array([pending[i] for i in new_ids.tolist()], dtype=np.float64)
+    if len(ids) == 0 or new_ids[0] > ids[-1]:  # the common case: appended rows
+        return np.concatenate([ids, new_ids]), np.concatenate([lens, new_lens])
+    keep = ~np.isin(ids, new_ids)
+    all_ids = np.concatenate([ids[keep], new_ids])
+    order = np.argsort(all_ids, kind="stable")
+    return all_ids[order], np.concatenate([lens[keep], new_lens])[order]

@@ -1,0 +1,132 @@
+"""engine.stores.sqlite.bm25 gives exactly FTS5's bm25() scores and order on random corpora."""
+
+from __future__ import annotations
+
+import sqlite3 as stdlib_sqlite3
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from store_conformance import T0, rec
+
+from engine.core.text import fts_query, index_text, user_key
+from engine.stores.sqlite import SQLiteStore
+from engine.stores.sqlite.bm25 import doc_lengths, score_terms, varints
+from engine.stores.sqlite.driver import sqlite_module
+
+sqlite3 = sqlite_module() or stdlib_sqlite3  # the engine's driver: contentless_delete where SQLite has it
+
+WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
+USERS = ["u1", "u2", "u3"]
+
+
+def _table(docs, deleted):
+    conn = sqlite3.connect(":memory:")
+    content = ", content='', contentless_delete=1" if tuple(sqlite3.sqlite_version_info) >= (3, 43) else ""
+    conn.execute(f"CREATE VIRTUAL TABLE records_fts USING fts5(body{content}, tokenize='unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE temp.fv USING fts5vocab(main, records_fts, instance)")
+    for rid, (user, words) in enumerate(docs, start=1):
+        conn.execute("INSERT INTO records_fts(rowid, body) VALUES (?, ?)",
+                     (rid, index_text(" ".join(words), key=user_key(user))))
+    for rid in deleted:
+        conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rid,))
+    conn.commit()
+    return conn
+
+
+docs_st = st.lists(st.tuples(st.sampled_from(USERS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=12)),
+                   min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(docs=docs_st, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True),
+       user=st.sampled_from(USERS), data=st.data())
+def test_scores_and_order_equal_fts5(docs, query, user, data):
+    deleted = data.draw(st.sets(st.integers(1, len(docs)), max_size=len(docs) // 2))
+    conn = _table(docs, deleted)
+    key = user_key(user)
+    match = " OR ".join(f'"{key}{w}"' for w in query)
+    want = conn.execute("SELECT rowid, bm25(records_fts) s FROM records_fts WHERE records_fts MATCH ? "
+                        "ORDER BY s, rowid", (match,)).fetchall()
+    got = score_terms(conn, [key + w for w in query], vocab="temp.fv")
+    assert got is not None
+    ids, scores = got
+    order = np.lexsort((ids, scores))
+    assert [int(i) for i in ids[order]] == [r for r, _ in want]
+    np.testing.assert_allclose(scores[order], [s for _, s in want], rtol=1e-12, atol=0)
+    mine = ",".join(str(i) for i, (u, _) in enumerate(docs, start=1) if u == user) or "0"
+    cache = doc_lengths(conn, f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({mine})")
+    cached = score_terms(conn, [key + w for w in query], vocab="temp.fv", lengths=cache)
+    assert cached is not None
+    assert np.array_equal(cached[0], ids) and np.array_equal(cached[1], scores)
+
+
+def test_a_cache_missing_a_match_declines():
+    conn = _table([("u1", ["alpha"]), ("u1", ["alpha", "beta"])], set())
+    cache = doc_lengths(conn, "SELECT id, sz FROM records_fts_docsize WHERE id = 1")
+    assert score_terms(conn, [user_key("u1") + "alpha"], vocab="temp.fv", lengths=cache) is None
+
+
+def test_phrases_and_folded_terms_are_left_to_fts5():
+    conn = _table([("u1", ["alpha"])], set())
+    assert score_terms(conn, ["abc def"], vocab="temp.fv") is None
+    assert score_terms(conn, ["Alpha"], vocab="temp.fv") is None
+    assert score_terms(conn, ["café"], vocab="temp.fv") is None
+
+
+def test_varints_round_trip_sqlite_encoding():
+    assert varints(bytes([0x05])) == [5]
+    assert varints(bytes([0x81, 0x00, 0x7F])) == [128, 127]
+
+
+def _fts5_reference(store, user, query, k, include_invalid):
+    """search_bm25's FTS5 path, run directly: every match joined to the user's rows."""
+    valid = "" if include_invalid else " AND r.valid = 1"
+    rows = store.conn.execute(
+        "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(records_fts) AS s FROM records_fts "
+        "WHERE records_fts MATCH ?) "
+        f"SELECT h.id, h.s FROM hits h JOIN records r ON r.id = h.id WHERE r.user_id = ?{valid} "
+        "ORDER BY h.s, h.id LIMIT ?",
+        (fts_query(query, key=user_key(user)), user, k),
+    ).fetchall()
+    return [(int(i), -float(s)) for i, s in rows]
+
+
+ops_st = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(USERS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)),
+    st.tuples(st.just("update"), st.integers(0, 60), st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)),
+    st.tuples(st.just("supersede"), st.integers(0, 60), st.integers(0, 60)),
+    st.tuples(st.just("forget"), st.sampled_from(USERS), st.just(None)),
+    st.tuples(st.just("search"), st.sampled_from(USERS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3)),
+), min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=ops_st, k=st.integers(1, 12), include_invalid=st.booleans())
+def test_store_search_bm25_equals_fts5_through_writes(ops, k, include_invalid):
+    """The store's numpy path (its length cache patched by adds and updates, dropped by forget)
+    returns what FTS5's bm25 ranks, for every user, after any sequence of writes."""
+    store = SQLiteStore(":memory:", dim=4)
+    owned: list = []
+    try:
+        for op, a, b in ops:
+            if op == "add":
+                owned += store.add_records([rec(a, " ".join(b))], [[1.0, 0.0, 0.0, 0.0]])
+            elif op == "update" and owned:
+                r = owned[a % len(owned)]
+                if store.get_records(r.user_id, [r.id]):
+                    store.update_record(replace(r, content=" ".join(b)))
+            elif op == "supersede" and owned:
+                old, new = owned[a % len(owned)], owned[b % len(owned)]
+                live = {x.id for x in store.records(old.user_id, include_invalid=True)}
+                if old.user_id == new.user_id and old.id != new.id and {old.id, new.id} <= live:
+                    store.supersede(old.user_id, old.id, new.id, T0)
+            elif op == "forget":
+                store.forget_user(a)
+            for user in USERS:
+                query = " ".join(b) if op == "search" else WORDS[len(owned) % len(WORDS)]
+                got = store.search_bm25(user, query, k=k, include_invalid=include_invalid)
+                assert got == _fts5_reference(store, user, query, k, include_invalid)
+    finally:
+        store.close()
