@@ -336,11 +336,6 @@ class StoreConformance:
         assert store.search_dense("u", v[0], k=10, include_invalid=True)[0][0] == old.id
         assert store.vectors("u", [old.id])  # the vector stays too
 
-    def test_bm25_prefix_reaches_longer_forms(self, store):
-        v = self.vecs(2)
-        a, _ = store.add_records([rec("u", "Researching adoption agencies"), rec("u", "owns a bicycle")], v)
-        assert [i for i, _ in store.search_bm25("u", "research", k=5, prefix=4)] == [a.id]
-
     def test_update_never_deletes(self, store):
         v = self.vecs(3)
         a, b = store.add_records([rec("u", "likes green tea"), rec("u", "owns a bicycle")], v[:2])

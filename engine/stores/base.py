@@ -158,8 +158,8 @@ class RecordStore(Protocol):
         Scores are positive, higher = better (FTS5's bm25() negated). The query is plain text,
         segmented the same way as the index (Chinese included); FTS syntax in it is inert.
         `prefix` > 0: an English query word loses one plural / -ing / -ed ending and, with at least
-        `prefix` letters left, also matches the indexed words it begins (a store whose full text
-        stems may ignore it); 0: exact words.
+        `prefix` letters left, also matches the indexed words it begins (SQLite; the Postgres store
+        ignores it); 0: exact words.
         """
         ...
 

@@ -67,7 +67,7 @@ class PostgresSearch:
     def search_bm25(
         self, user_id: str, query: str, *, k: int, include_invalid: bool = False, prefix: int = 0
     ) -> list[tuple[int, float]]:
-        """BM25 over the text config's lexemes; `prefix` is not needed (the config stems) and ignored."""
+        """BM25 over the text config's lexemes; `prefix` (Store.search_bm25) is not supported here and ignored."""
         terms = query_terms(query or "")
         if not terms or k <= 0:
             return []
