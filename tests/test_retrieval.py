@@ -59,6 +59,13 @@ def test_bm25_path_finds_the_exact_word(engine):
     assert all(rec.user_id == "erin" for rec in r.records.values())
 
 
+def test_bm25_prefix_knob_reaches_longer_forms(engine):
+    exact = engine.retrieve("erin", "grandmothers", config=engine.config.with_overrides(paths=("bm25",)))
+    assert exact.picked == []  # "grandmothers" is not a word of the corpus
+    opened = engine.retrieve("erin", "grandmothers", config=engine.config.with_overrides(paths=("bm25",), bm25_prefix=4))
+    assert "grandmother" in opened.records[opened.picked[0]].content
+
+
 def test_dense_path_finds_by_vector(engine):
     content, _ = top(engine, "tea genmaicha favourite", ("dense",))
     assert "genmaicha" in content

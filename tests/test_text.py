@@ -92,3 +92,39 @@ def test_fts_query_never_breaks_fts5(text):
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
     conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,)).fetchall()
     conn.close()
+
+
+def test_fts_query_prefix_stems_and_opens_plain_words():
+    assert fts_query("What did Caroline research?") == '"caroline" OR "research"'
+    assert fts_query("Caroline researching paintings", prefix=4) == '"caroline" * OR "research" * OR "painting" *'
+    # short words stay exact, a cut that leaves too little is not made, non-ASCII tokens stay exact
+    assert fts_query("red cats", prefix=4) == '"red" OR "cats" *'
+    assert fts_query("绿茶 tea", prefix=2) == '"绿茶" OR "tea" *'
+    assert fts_query("Caroline research", key="k", prefix=4) == '"kcaroline" * OR "kresearch" *'
+
+
+def test_fts_query_prefix_finds_the_longer_words_only_when_asked():
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    conn.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
+                     [(1, "Researching adoption agencies"), (2, "painted a sunset"), (3, "owns a bicycle")])
+
+    def hits(q, **kw):
+        return {r for (r,) in conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (fts_query(q, **kw),))}
+
+    assert hits("research paintings") == set()
+    assert hits("research paintings", prefix=4) == {1}  # "painting*" does not reach "painted"
+    assert hits("researched paint", prefix=4) == {1, 2}
+    conn.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=60))
+def test_fts_query_with_prefix_never_breaks_fts5(text):
+    query = fts_query(text, prefix=3)
+    if query is None:
+        return
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,)).fetchall()
+    conn.close()

@@ -235,6 +235,7 @@ class MemoryConfig:
     message_next_weight: float = 0.0
     message_candidates: int = 0  # engine.memory.expansion: records of the N nearest messages join (0 = off)
     message_per_turn: int = 1  # ... at most this many per message (0: all)
+    bm25_prefix: int = 0  # retrieval's BM25: a query word of >= N letters also matches as a prefix (0 = exact words)
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
@@ -410,7 +411,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
 }
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1, "window": 2,
-                                    "keep_recent": 0, "overlap": 0, "safety_seats": 0, "score_log_rows": 0,
+                                    "keep_recent": 0, "overlap": 0, "safety_seats": 0, "score_log_rows": 0, "bm25_prefix": 0,
                                     "log_full_turns": 0, "induct_min_records": 1, "message_candidates": 0, "message_per_turn": 0}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")

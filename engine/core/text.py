@@ -190,17 +190,41 @@ def fts_terms(text: str, *, max_terms: int = 64, key: str = "") -> list[str]:
     return terms
 
 
-def fts_query(text: str, *, max_terms: int = 64, key: str = "") -> str | None:
+def fts_query(text: str, *, max_terms: int = 64, key: str = "", prefix: int = 0) -> str | None:
     """A safe FTS5 MATCH expression: the query's content tokens, each quoted, OR-ed.
 
     Every token is wrapped in double quotes (inner quotes doubled), so FTS5 syntax in user text
     (NEAR, *, -, column filters, parentheses) is inert. None when nothing is searchable. With a
     `key`, each token becomes the phrase of its keyed terms, as `index_text(..., key=key)` wrote them.
+    `prefix` > 0: a plain ASCII word is cut to its stem (`prefix_stem`) and, when the stem has at
+    least `prefix` letters, matches every indexed word it begins ("research" finds "researching").
     """
-    terms = fts_terms(text, max_terms=max_terms, key=key)
+    terms = list(dict.fromkeys(content_tokens(text)))[:max_terms]
     if not terms:
+        terms = list(dict.fromkeys(tokenize(text)))[:max_terms]
+    if prefix > 0:
+        terms = list(dict.fromkeys(prefix_stem(t, prefix) for t in terms))
+    phrases = [(" ".join(_keyed(key, t)) if key else t, _open_ended(t, prefix)) for t in terms]
+    phrases = list(dict.fromkeys((p, star) for p, star in phrases if p))
+    if not phrases:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return " OR ".join('"' + p.replace('"', '""') + '"' + (" *" if star else "") for p, star in phrases)
+
+
+_ENDING = re.compile(r"(?:ing|ed|es|s)$")
+
+
+def prefix_stem(token: str, least: int) -> str:
+    """A plain ASCII word without one plural / -ing / -ed ending when at least `least` letters stay
+    ("paintings" -> "painting", "researching" -> "research"); other tokens unchanged."""
+    if not (token.isascii() and token.isalpha()):
+        return token
+    cut = _ENDING.sub("", token)
+    return cut if len(cut) >= least else token
+
+
+def _open_ended(token: str, least: int) -> bool:
+    return least > 0 and token.isascii() and token.isalpha() and len(token) >= least
 
 
 def jaccard(a: Iterable[str], b: Iterable[str]) -> float:

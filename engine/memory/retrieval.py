@@ -83,7 +83,8 @@ def gather(
     dense: dict[int, float] = {}
     if "bm25" in paths:
         text = " ".join([query.text, *query.keywords])
-        bm25 = {rid: float(s) for rid, s in store.search_bm25(user_id, text, k=k, include_invalid=hist)}
+        bm25 = {rid: float(s) for rid, s in store.search_bm25(user_id, text, k=k, include_invalid=hist,
+                                                                     prefix=config.bm25_prefix)}
     if "dense" in paths and query_vector is not None:
         dense = {rid: float(s) for rid, s in store.search_dense(user_id, query_vector, k=k, include_invalid=hist)}
     ids = list(dict.fromkeys([*bm25, *dense, *extra_ids]))

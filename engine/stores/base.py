@@ -151,12 +151,15 @@ class RecordStore(Protocol):
         ...
 
     def search_bm25(
-        self, user_id: str, query: str, *, k: int, include_invalid: bool = False
+        self, user_id: str, query: str, *, k: int, include_invalid: bool = False, prefix: int = 0
     ) -> list[tuple[int, float]]:
         """BM25 over the records' full text (k1 1.2, b 0.75): (record id, score), best first.
 
         Scores are positive, higher = better (FTS5's bm25() negated). The query is plain text,
         segmented the same way as the index (Chinese included); FTS syntax in it is inert.
+        `prefix` > 0: an English query word loses one plural / -ing / -ed ending and, with at least
+        `prefix` letters left, also matches the indexed words it begins (SQLite; the Postgres store
+        ignores it); 0: exact words.
         """
         ...
 

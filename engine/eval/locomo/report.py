@@ -65,6 +65,10 @@ TUNED_NOTE: dict[str, Any] = {
                           ".626/.715/.776 -> .634/.723/.788; left out: BM25 over turns as candidates (no change) or "
                           "in the message score (-.009 @10), pseudo-relevance feedback from the best candidates' "
                           "turns (no change); single-hop@20 .819 -> .844 (fusion-turns .825)",
+    "bm25_prefix": "4: a question word loses one plural/-ing/-ed ending and matches as a prefix in BM25 (tried 4/5/6 "
+                   "on conv-26 only, then 4 on all five): .634/.723/.788 -> .645/.730/.798, multi-hop .363/.474/.576 -> "
+                   ".389/.493/.621, open-domain@10 .473 -> .462; left out: a second dense hop from the best 1/3/5 hits' "
+                   "mean vector (conv-26: no change)",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "

@@ -65,8 +65,9 @@ class PostgresSearch:
     """search_bm25 and search_dense (see module docstring)."""
 
     def search_bm25(
-        self, user_id: str, query: str, *, k: int, include_invalid: bool = False
+        self, user_id: str, query: str, *, k: int, include_invalid: bool = False, prefix: int = 0
     ) -> list[tuple[int, float]]:
+        """BM25 over the text config's lexemes; `prefix` (Store.search_bm25) is not supported here and ignored."""
         terms = query_terms(query or "")
         if not terms or k <= 0:
             return []

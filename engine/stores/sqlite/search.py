@@ -42,20 +42,22 @@ class SQLiteSearch:
     """search_bm25 and search_dense (see module docstring)."""
 
     def search_bm25(
-        self, user_id: str, query: str, *, k: int, include_invalid: bool = False
+        self, user_id: str, query: str, *, k: int, include_invalid: bool = False, prefix: int = 0
     ) -> list[tuple[int, float]]:
-        """FTS5 bm25 over the user's own postings; exact top-k.
+        """FTS5 bm25 over the user's own postings; exact top-k. `prefix`: see Store.search_bm25.
 
         The best few matches are ranked inside FTS5 and then kept when they are the user's
         (current) rows; when superseded rows or a key collision leave fewer than k, every match
         is joined instead (no starvation).
         """
-        match = fts_query(query or "", key=user_key(user_id))
+        match = fts_query(query or "", key=user_key(user_id), prefix=prefix)
         if match is None or k <= 0:
             return []
         valid = "" if include_invalid else " AND r.valid = 1"
         with self._read() as conn:
-            found = self._bm25_numpy(conn, fts_terms(query or "", key=user_key(user_id)), user_id, int(k), valid)
+            # the numpy scorer answers exact words only: prefix matches (bm25_prefix) stay with FTS5
+            found = None if prefix > 0 else self._bm25_numpy(conn, fts_terms(query or "", key=user_key(user_id)),
+                                                               user_id, int(k), valid)
             if found is not None:
                 return found
             found = self._bm25_top_first(conn, match, user_id, int(k), valid)
