@@ -230,8 +230,7 @@ class MemoryConfig:
     fusion: str = "anchored"  # score fusion over the paths: "anchored" | "minmax" | "seed" (the first seed's dense-only R)
     path_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_PATH_WEIGHTS))
     dim_weights: Mapping[str, float] = field(default_factory=lambda: FrozenMap(DEFAULT_DIM_WEIGHTS))
-    # message path (engine.memory.messagepath): + weight * max(0, cos) of the turn before / after (0 = off)
-    message_prev_weight: float = 0.0
+    message_prev_weight: float = 0.0  # message path: + weight * max(0, cos) of the turn before / after (0 = off)
     message_next_weight: float = 0.0
     message_candidates: int = 0  # engine.memory.expansion: records of the N nearest messages join (0 = off)
     message_per_turn: int = 1  # ... at most this many per message (0: all)
