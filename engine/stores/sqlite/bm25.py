@@ -77,9 +77,14 @@ def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
 def doc_lengths(conn: Any, sql: str, params: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
     """(ids ascending, token counts) of the rows `sql` selects as (id, docsize blob): the cache
     `score_terms` takes, e.g. one user's rows of `records` joined to `records_fts_docsize`."""
-    rows = sorted((int(i), sum(varints(bytes(sz)))) for i, sz in conn.execute(sql, params))
+    rows = conn.execute(sql, params).fetchall()
+    sizes: dict[bytes, int] = {}  # a row's blob is a few bytes of a few dozen values: decode each once
+    lens = np.fromiter((sizes.get(sz) or sizes.setdefault(sz, sum(varints(bytes(sz)))) for _, sz in rows),
+                       dtype=np.float64, count=len(rows))  # fmt: skip
     ids = np.fromiter((i for i, _ in rows), dtype=np.int64, count=len(rows))
-    lens = np.fromiter((n for _, n in rows), dtype=np.float64, count=len(rows))
+    if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+        order = np.argsort(ids, kind="stable")
+        ids, lens = ids[order], lens[order]
     return ids, lens
 
 
