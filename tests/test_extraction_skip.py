@@ -93,3 +93,20 @@ def test_an_event_skips_a_question_about_a_known_thing_but_not_one_about_a_new_t
     assert any("kettle" in r.content for r in engine.store.records("alice"))
     assert event_over("When does my order arrive?") == 0
     assert event_over("What do I need for my puppy?") == 1
+
+
+@pytest.mark.parametrize("text", ["How do I update my email preferences?",  # everyone has an email
+                                  "When is my birthday?", "What was my previous order number?",
+                                  "我对什么过敏?", "我是做什么工作的?", "我现在住在哪个城市?"])
+def test_questions_about_what_every_user_has_or_about_the_asker_state_nothing(text):
+    assert recall_question(text, lambda w: w in _KNOWN)
+
+
+@pytest.mark.parametrize("text", ["When does my order 4411 arrive?",  # the number may be news
+                                  "When does my order from IKEA arrive?",  # so may a name
+                                  "How do I change my email to bob@example.com?",
+                                  "Where can I see my loyalty points?",  # the user has loyalty points
+                                  "我明天去北京，那边天气怎么样?",  # a second clause states a plan
+                                  "我们什么时候到?", "我的狗需要什么?"])
+def test_questions_carrying_a_value_a_clause_or_a_new_thing_reach_the_extractor(text):
+    assert not recall_question(text, lambda w: w in _KNOWN)

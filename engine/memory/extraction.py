@@ -80,8 +80,18 @@ _RECALL_START = re.compile(r"^\s*(what|which|when|where|who|whose|how|why|do|did
 #: A request ("could you ...", "please ...") asks for something to be done: always a statement.
 _REQUEST = re.compile(r"\b(could|can|would|will)\s+you\b|\bplease\b", re.IGNORECASE)
 #: The thing a question says the user owns: the word after "my" / "our" (past an adjective).
-_OWNED = re.compile(r"\b(?:my|our)\s+(?:(?:own|new|old|last|next|first|current|usual|favou?rite)\s+)?([a-z][\w-]*)",
-                    re.IGNORECASE)
+_OWNED = re.compile(r"\b(?:my|our)\s+(?:(?:own|new|old|last|next|first|current|usual|favou?rite|previous|recent|"
+                    r"latest)\s+)?([a-z][\w-]*)", re.IGNORECASE)
+#: What every user has, so owning one is no news: "how do I update my email preferences?"
+UNIVERSAL_OWNED = frozenset({"name", "age", "birthday", "email", "e-mail", "phone", "address", "account", "password",
+                             "username", "login", "profile", "settings", "preferences"})
+#: A value a question may carry (a number, an address, a name past the first word): "when does my
+#: order 4411 arrive?" may tell memory the order number, so such a question is never skipped.
+_VALUE = re.compile(r"\d|@|(?<=\s)(?!I\b)[A-Z]")
+#: A Chinese information question: a question word or a final question particle.
+_ZH_QUESTION = re.compile(r"什么|哪|谁|几|多少|怎么|怎样|为什么|何时|[吗呢][?？]?$")
+#: Chinese first person other than "我" as the asker: "我的" (my: may be news), "我们" (we).
+_ZH_NOT_ASKER = re.compile(r"我的|我们|咱")
 #: First-person words other than the owner's "my" / "our".
 _OTHER_FIRST_PERSON = re.compile(r"\b(i|me|mine|myself|we|ours|us|i'm|i've|i'd|i'll|im)\b|我|咱", re.IGNORECASE)
 
@@ -93,13 +103,26 @@ def recall_question(text: str, known: Callable[[str], bool]) -> bool:
     records, current or not): "what do I need for my dog?" with no dog on record is news (the user
     has a dog) and reaches the extractor. Requests never count ("could you add flour to my order?")."""
     t = text.strip()
-    if not t.endswith(("?", "？")) or not _RECALL_START.match(t) or _REQUEST.search(t):
+    if not t.endswith(("?", "？")) or _REQUEST.search(t) or _VALUE.search(t):
+        return False
+    if "我" in t:
+        return _zh_asker_question(t)
+    if not _RECALL_START.match(t):
         return False
     rest = _QUESTION_I.sub(" ", t)
     if _OTHER_FIRST_PERSON.search(rest):
         return False
     owned = _OWNED.findall(rest)
-    return bool(owned) and all(known(w.lower()) for w in dict.fromkeys(owned))
+    return bool(owned) and all(w.lower() in UNIVERSAL_OWNED or known(w.lower()) for w in dict.fromkeys(owned))
+
+
+def _zh_asker_question(t: str) -> bool:
+    """A one-clause Chinese question with the user only as its subject, "我" (not "我的", "我们"):
+    "我对什么过敏?" (what am I allergic to?) asks memory as "what am I allergic to?" does; a second
+    clause ("我明天去北京，那边天气怎么样?") may state something, and "我的" may own something new."""
+    body = t.rstrip("?？")
+    return (bool(_ZH_QUESTION.search(t)) and t.count("我") == 1 and not _ZH_NOT_ASKER.search(t)
+            and not any(c in body for c in "，,。；;！!"))
 
 
 def says_nothing(new: Sequence[Message], known: Callable[[str], bool] | None = None) -> bool:
