@@ -40,7 +40,7 @@ from engine.memory.gate import gate_status
 from engine.memory.injection import BuiltPrompt, with_window
 from engine.memory.log import EventLog
 from engine.memory.recall import parse_query, rescore, retrieve
-from engine.memory.reinforce import reinforce, used_in_reply
+from engine.memory.reinforce import records_used_in_reply, reinforce
 from engine.memory.retention import compact_session
 from engine.memory.results import (
     GateStatus,
@@ -175,18 +175,21 @@ class MemoryEngine:
                 self.last_retrieval = picks.retrieval
             self.last_prompt = prompt
             return PreparedTurn(user_id=user_id, session_id=session_id, prompt=prompt, event=event,
-                                retrieval=picks.retrieval, user_message_id=query.id if query else None)
+                                retrieval=picks.retrieval, user_message_id=query.id if query else None,
+                                question=query.content if query else None)
 
     def reinforce_used(self, prepared: PreparedTurn, reply: str) -> list[int]:
         """Step 6 after the reply: strengthen the injected records the reply used (once per session)."""
         if self.config.reinforce_on != "use" or not prepared.prompt.record_ids or not reply:
             return []
         with self._lock:
-            question = self.store.get_messages(prepared.user_id, [prepared.user_message_id]) \
-                if prepared.user_message_id else []
-            asked = question[0].content if question else ""
-            used = [r for r in self.store.get_records(prepared.user_id, list(prepared.prompt.record_ids))
-                    if used_in_reply(r, reply, question=asked)]
+            asked = prepared.question
+            if asked is None:
+                question = self.store.get_messages(prepared.user_id, [prepared.user_message_id]) \
+                    if prepared.user_message_id else []
+                asked = question[0].content if question else ""
+            used = records_used_in_reply(self.store.get_records(prepared.user_id, list(prepared.prompt.record_ids)),
+                                         reply, question=asked)
             return reinforce(self, prepared.user_id, prepared.session_id, used, cause="used in reply",
                              event_no=prepared.event_no)
 

@@ -14,13 +14,14 @@ record's importance; injection without use is logged as exposure and changes not
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from engine.core.attributes import stated_attribute
 from engine.core.records import MemoryRecord
 from engine.core.text import content_tokens
 from engine.memory.context import EngineContext
 
-__all__ = ["used_in_reply", "reinforce", "log_exposure", "MAX_SPACED_IDS"]
+__all__ = ["used_in_reply", "records_used_in_reply", "reinforce", "log_exposure", "MAX_SPACED_IDS"]
 
 #: Record ids remembered per session for spacing (the newest are kept).
 MAX_SPACED_IDS = 2000
@@ -29,18 +30,42 @@ MAX_SPACED_IDS = 2000
 def used_in_reply(record: MemoryRecord, reply: str, *, question: str = "") -> bool:
     """Whether `reply` shows it used `record`: the stated value appears in it, or at least two of
     the record's words (one, for a one-word record) that the question did not already contain."""
+    return bool(records_used_in_reply([record], reply, question=question))
+
+
+def records_used_in_reply(records: Sequence[MemoryRecord], reply: str, *, question: str = "") -> list[MemoryRecord]:
+    """The `records` that `reply` shows it used (`used_in_reply`), the reply and the question
+    tokenised once for all of them."""
     said = set(content_tokens(reply))
     if not said:
-        return False
-    found = stated_attribute(record.content)
-    if found is not None and found.value and set(found.value.split()) <= said:
-        return True
-    asked = set(content_tokens(question))
-    speaker = set(content_tokens(record.source.speaker)) if record.source and record.source.speaker else set()
-    distinctive = set(content_tokens(record.content)) - asked - speaker - {"user"}
-    if not distinctive:
-        return False
-    return len(distinctive & said) >= min(2, len(distinctive))
+        return []
+    asked: set[str] | None = None
+    out = []
+    for record in records:
+        value, words = _record_side(record.content)
+        if value is not None and value <= said:
+            out.append(record)
+            continue
+        if asked is None:
+            asked = set(content_tokens(question)) | {"user"}
+        speaker = _tokens(record.source.speaker) if record.source and record.source.speaker else frozenset()
+        distinctive = words - asked - speaker
+        if distinctive and len(distinctive & said) >= min(2, len(distinctive)):
+            out.append(record)
+    return out
+
+
+@lru_cache(maxsize=1 << 14)
+def _record_side(content: str) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """A record's stated value as words (None without one) and its content tokens (cached by content)."""
+    found = stated_attribute(content)
+    value = frozenset(found.value.split()) if found is not None and found.value else None
+    return value, frozenset(content_tokens(content))
+
+
+@lru_cache(maxsize=1024)
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(content_tokens(text))
 
 
 def reinforce(ctx: EngineContext, user_id: str, session_id: str, records: Sequence[MemoryRecord], *, cause: str,

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -144,16 +145,24 @@ def keyword_prefilter(scorer: DimensionScorer) -> Callable[[MemoryRecord], bool]
         return None
 
     def may_credit(rec: MemoryRecord) -> bool:
-        hay = f"{rec.content} {' '.join(rec.keywords)} {rec.location or ''}"
-        if not hay.isascii():
+        keywords = rec.keywords
+        low = _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
+        if low is None:
             return True
-        low = hay.lower()
         for n in needles:
             if n in low:
                 return True
         return False
 
     return may_credit
+
+
+@lru_cache(maxsize=1 << 16)
+def _ascii_haystack(content: str, keywords: tuple[str, ...], location: str) -> str | None:
+    """A record's lower-cased content + keywords + location for `keyword_prefilter`, None when it is
+    not ASCII (cached by the record's text: every query's prefilter sees the same records)."""
+    hay = f"{content} {' '.join(keywords)} {location}"
+    return hay.lower() if hay.isascii() else None
 
 
 def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) -> dict[str, list[MemoryRecord]]:
