@@ -162,3 +162,71 @@ def test_the_rule_parser_marks_aggregate_questions(question, aggregate):
 
     parsed = RuleQueryParser().parse(QueryInput(text=question, now=datetime(2026, 1, 1, tzinfo=UTC)))
     assert parsed.aggregate is aggregate
+
+
+def _with_vectors(cands, vectors):
+    from engine.memory.candidates import CandidateSet
+
+    return CandidateSet.of(cands).with_vectors(vectors)
+
+
+def test_diverse_seating_passes_over_a_near_duplicate_for_something_new():
+    from engine.memory.ranking import rank
+
+    # 1 and 2 say nearly the same thing (cosine ~0.99); 3 is unlike both and scores lower; 4 scores least
+    cands = [cand(1, 0.9), cand(2, 0.85), cand(3, 0.6), cand(4, 0.1)]
+    vecs = {1: [1.0, 0.0, 0.0], 2: [0.99, 0.14, 0.0], 3: [0.0, 0.0, 1.0], 4: [0.0, 1.0, 0.0]}
+    cfg = MemoryConfig.from_preset("relevance only", top_k=2, always_inject_types=(), min_score_ratio=0,
+                                   min_relevance=0, diversity=0.3)
+    ranking = rank(_with_vectors(cands, vecs), config=cfg)
+    assert ranking.picked_ids == [1, 3]
+    assert [ranking.cands.ids[i] for i in ranking.order] == [1, 2, 3, 4]  # rows stay in S order
+    assert ranking.verdicts == ["picked", "near-miss", "picked", "near-miss"]
+    # off, or without the embeddings, the seats are S alone
+    assert rank(_with_vectors(cands, vecs), config=cfg.with_overrides(diversity=0)).picked_ids == [1, 2]
+    assert rank_candidates(cands, config=cfg)[1] == [1, 2]
+    # a large enough lead in S still wins over novelty
+    far = [cand(1, 0.9), cand(2, 0.85), cand(3, 0.3), cand(4, 0.1)]
+    assert rank(_with_vectors(far, vecs), config=cfg).picked_ids == [1, 2]
+    # the pool bounds how far down the order a seat can come from
+    assert rank(_with_vectors(cands, vecs), config=cfg.with_overrides(diversity_pool=2)).picked_ids == [1, 2]
+
+
+def test_diverse_seating_keeps_excluded_records_out():
+    from engine.memory.ranking import rank
+
+    cands = [cand(1, 0.9), cand(2, 0.85), cand(3, 0.6), cand(4, 0.1)]
+    vecs = {1: [1.0, 0.0], 2: [0.99, 0.14], 3: [0.0, 1.0], 4: [0.7, 0.7]}
+    cfg = MemoryConfig.from_preset("relevance only", top_k=2, always_inject_types=(), min_score_ratio=0,
+                                   min_relevance=0, diversity=0.3)
+    ranking = rank(_with_vectors(cands, vecs), config=cfg, excluded={3: "contradicted by the live window"})
+    assert ranking.picked_ids == [1, 2]
+
+
+def test_the_engine_reads_embeddings_for_diverse_seating_only_when_asked():
+    from datetime import UTC, datetime
+
+    from engine.core.clock import VirtualClock
+    from engine.core.records import MemoryRecord, SourcePointer
+    from engine.memory.engine import MemoryEngine
+    from engine.memory.recall import rescore
+    from engine.roles.embeddings import HashEmbeddings
+
+    t0 = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    base = MemoryConfig.from_preset("customer service", always_inject_types=(), top_k=2, decay_enabled=False,
+                                    min_relevance=0, min_score_ratio=0)
+    e = MemoryEngine(base, clock=VirtualClock(t0), embedder=HashEmbeddings(384))
+    texts = ["Family time matters a lot to Mel.", "Family time matters a lot to Mel, truly.",
+             "Mel took the kids to the science museum for family time.", "Mel likes green tea."]
+    recs = [MemoryRecord(user_id="mel", content=t, created_at=t0, source=SourcePointer(session_id="s", message_ids=(i,)))
+            for i, t in enumerate(texts, start=1)]
+    e.store.add_records(recs, e.embedder.embed_documents(texts))
+    plain = e.retrieve("mel", "family time Mel")
+    assert plain.ranking.cands.vectors is None
+    diverse = e.retrieve("mel", "family time Mel", config=base.with_overrides(diversity=0.5))
+    assert diverse.ranking.cands.vectors is not None
+    contents = [diverse.records[i].content for i in diverse.picked]
+    assert any("museum" in c for c in contents)
+    assert not all("museum" in diverse.records[i].content for i in plain.picked)
+    # a what-if re-ranks the same candidates with the same embeddings, touching nothing stored
+    assert rescore(diverse, base.with_overrides(diversity=0.5)).picked == diverse.picked

@@ -59,3 +59,29 @@ def test_seats_respect_top_k_budget_and_exclusions(cands, top_k, budget, floors,
         assert 0.0 <= r.R <= 1.0 and 0.0 <= r.T <= 1.0 and 0.0 <= r.F <= 1.0
         if r.record_id in excluded:
             assert r.verdict == "dropped" and r.why == "held"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scores=st.lists(st.floats(0, 1), min_size=0, max_size=25),
+    dim=st.integers(1, 6),
+    seed=st.integers(0, 10_000),
+    diversity=st.floats(0, 1),
+    pool=st.integers(0, 30),
+)
+def test_diverse_order_is_a_permutation_led_by_the_best(scores, dim, seed, diversity, pool):
+    import numpy as np
+
+    from engine.memory.ranking import diverse_order
+
+    rng = np.random.default_rng(seed)
+    S = np.array(scores, dtype=float)
+    order = sorted(range(len(S)), key=lambda i: (-S[i], i))
+    vecs = rng.normal(size=(len(S), dim))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    got = diverse_order(order, vecs, S, diversity=diversity, pool=pool)
+    assert sorted(got) == sorted(order)  # nothing lost, nothing repeated
+    if order:
+        assert got[0] == order[0]  # the best candidate always leads
+    assert got[min(pool, len(order)):] == [i for i in order if i not in set(got[:min(pool, len(order))])]
+    assert diverse_order(order, vecs, S, diversity=0.0, pool=pool) == order  # off: S order

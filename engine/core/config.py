@@ -213,6 +213,8 @@ class MemoryConfig:
     min_score_ratio: float = 0.6  # a seat needs S >= this share of the best candidate's S (0 = off)
     distinct_sources: bool = True  # a record whose source messages are all in seated records waits for the distinct ones
     spread_sessions: bool = False  # an aggregate question seats one record per session first (LoCoMo: -.024 @10, off)
+    diversity: float = 0.0  # top-K seats by maximal marginal relevance: this share of the score goes to being unlike the seated (0 = off)
+    diversity_pool: int = 40  # ... chosen among this many best candidates by S (the rest follow in S order)
     safety_seats: int = 1  # seats held by "safety" records (allergies, medical, legal, accessibility), relevance or not
     reinforce_on: str = "use"  # "use": restated or used in the reply, once per session | "injection": the first seed's
     injection_budget: int = 600  # tokens of injected records at most
@@ -320,7 +322,7 @@ class MemoryConfig:
                     values[name] = FrozenMap({str(k): float(v) for k, v in dict(values[name]).items()})
             for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
                          "keep_recent", "safety_seats", "score_log_rows", "log_full_turns",
-                         "induct_min_records"):
+                         "induct_min_records", "diversity_pool"):
                 if name in values and isinstance(values[name], float) and values[name].is_integer():
                     values[name] = int(values[name])
         except ConfigError as exc:
@@ -403,6 +405,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "consolidation_k": (lambda v: v > 0, "> 0"),
     "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "diversity": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"), "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
@@ -411,7 +414,8 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
 #: Integer knobs and their least value.
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1, "window": 2,
                                     "keep_recent": 0, "overlap": 0, "safety_seats": 0, "score_log_rows": 0, "bm25_prefix": 0,
-                                    "log_full_turns": 0, "induct_min_records": 1, "message_candidates": 0, "message_per_turn": 0}
+                                    "log_full_turns": 0, "induct_min_records": 1, "message_candidates": 0, "message_per_turn": 0,
+                                    "diversity_pool": 1}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 

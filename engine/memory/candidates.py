@@ -11,7 +11,7 @@ is a candidate turn after turn is rendered and counted once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
@@ -60,9 +60,22 @@ class CandidateSet:
     scores_by_path: Mapping[str, Mapping[int, float]]  # each path's raw score by record id (absent: 0)
     ranks_by_path: Mapping[str, Mapping[int, int]]  # each path's rank by record id (absent: None)
     given: Sequence[Candidate] | None = None  # the Candidate objects it was made from, if any
+    vectors: np.ndarray | None = None  # unit embedding rows by index (zeros: unknown), for diverse seating
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def with_vectors(self, vectors: Mapping[int, Sequence[float]]) -> CandidateSet:
+        """The same set with its records' embeddings (record id → vector), as unit rows; a record
+        without one gets a zero row (unlike everything)."""
+        dim = len(next(iter(vectors.values()))) if vectors else 0
+        mat = np.zeros((len(self.ids), dim))
+        for j, rid in enumerate(self.ids):
+            v = vectors.get(rid)
+            if v is not None:
+                mat[j] = v
+        norms = np.linalg.norm(mat, axis=1, keepdims=True) if dim else np.ones((len(self.ids), 1))
+        return replace(self, vectors=np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0))
 
     def ranks(self, i: int) -> dict[str, int | None]:
         if self.given is not None:

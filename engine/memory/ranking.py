@@ -3,13 +3,15 @@
 Given each candidate's relevance R (from retrieval), its age since last reinforcement, its tag
 union u and strengthen count n, compute T, F and S = αR + βT + γF + δ (vectorised), then select:
 `always_inject_types` hold seats first (the best-scoring candidate carrying each such tag), then
-the rest by S up to top-K, skipping what would overflow the injection token budget. Every
+the rest by S up to top-K (with `diversity`, in maximal-marginal-relevance order over the best
+`diversity_pool`), skipping what would overflow the injection token budget. Every
 candidate gets a `ScoreRow` saying picked / near-miss / dropped and why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -19,7 +21,8 @@ from engine.core.forgetting import decay, importance, score
 from engine.core.records import ScoreRow
 from engine.memory.candidates import Candidate, CandidateSet
 
-__all__ = ["Candidate", "CandidateSet", "Ranking", "rank", "rank_candidates", "sensitivity", "NEAR_MISS_WINDOW"]
+__all__ = ["Candidate", "CandidateSet", "Ranking", "diverse_order", "rank", "rank_candidates", "sensitivity",
+           "NEAR_MISS_WINDOW"]
 
 #: Unpicked candidates within this many places after the last seat are reported as near-misses.
 NEAR_MISS_WINDOW = 3
@@ -61,8 +64,16 @@ def rank(cands: CandidateSet, *, config: MemoryConfig, weights: Weights | None =
     # stable order: S descending, then record id ascending (deterministic ties)
     S, ids = scores.Sl, cands.ids
     order = sorted(range(len(cands)), key=lambda i: (-S[i], ids[i]))
+    fill = order
+    if config.diversity > 0 and cands.vectors is not None:
+        fill = diverse_order(order, cands.vectors, scores.S, diversity=config.diversity, pool=config.diversity_pool,
+                             skip={i for i, rid in enumerate(ids) if rid in excluded},
+                             sources=cands.sources if config.distinct_sources else None)
     seats = _select(cands, order, config=config, excluded=excluded, S=S, R=scores.Rl,
-                    spread=aggregate and config.spread_sessions)
+                    spread=aggregate and config.spread_sessions, fill=fill)
+    if fill is not order and seats.picked:  # near-miss verdicts read positions in S order
+        where = {i: pos for pos, i in enumerate(order)}
+        seats.last_seat_pos = max(where[i] for i in seats.picked)
     verdicts = [_verdict(ids[i], i, pos, seats, excluded) for pos, i in enumerate(order)]
     return Ranking(cands=cands, weights=w, order=order, scores=scores, picked=seats.picked, why=seats.why,
                    verdicts=verdicts)
@@ -150,14 +161,57 @@ def _scores(cands: CandidateSet, *, config: MemoryConfig, weights: Weights) -> _
     return _Scores(R=R, T=T, F=F, S=S, Rl=R.tolist(), Tl=T.tolist(), Fl=F.tolist(), Sl=S.tolist())
 
 
+def diverse_order(order: Sequence[int], vectors: np.ndarray, S: np.ndarray, *, diversity: float, pool: int,
+                  skip: AbstractSet[int] = frozenset(), sources: Sequence[AbstractSet[int]] | None = None) -> list[int]:
+    """Maximal marginal relevance over the best `pool` candidates of `order` (S order, `skip`
+    left out of the pool): each next one maximises (1 - diversity) * S' - diversity * (its
+    greatest cosine to those chosen before), S' min-max normalised over the pool; the rest of
+    `order` follows as it was. Near-duplicates of a chosen record (seven records saying "family
+    matters to her") wait, so k seats reach more of what an aggregate question gathers. With
+    `sources` (each candidate's source messages; `distinct_sources`), a candidate made only from
+    messages a chosen one was made from waits for the distinct ones."""
+    head = [i for i in order if i not in skip][:max(0, pool)]
+    if len(head) < 2:
+        return list(order)
+    s = S[head].astype(float)
+    span = float(s.max() - s.min())
+    s = (s - s.min()) / span if span > 0 else np.ones_like(s)
+    V = vectors[head]
+    sim = V @ V.T
+    lam = 1.0 - diversity
+    chosen: list[int] = []
+    redundancy = np.zeros(len(head))
+    left = np.ones(len(head), dtype=bool)
+    src = [sources[i] for i in head] if sources is not None else None
+    covered: set[int] = set()
+    for _ in range(len(head)):
+        value = lam * s - diversity * redundancy
+        value[~left] = -np.inf
+        if src is not None:  # a candidate made only from chosen records' messages waits (distinct evidence)
+            fresh = np.array([bool(left[j]) and not (src[j] and src[j] <= covered) for j in range(len(head))])
+            if fresh.any():
+                value[~fresh] = -np.inf
+        j = int(np.argmax(value))  # ties: the earlier in S order
+        chosen.append(j)
+        left[j] = False
+        redundancy = np.maximum(redundancy, sim[j]) if chosen[1:] else sim[j].copy()
+        if src is not None:
+            covered |= src[j]
+    picked = [head[j] for j in chosen]
+    taken = set(picked)
+    return picked + [i for i in order if i not in taken]
+
+
 def _select(cands: CandidateSet, order: Sequence[int], *, config: MemoryConfig,
-            excluded: Mapping[int, str], S: Sequence[float], R: Sequence[float], spread: bool = False) -> _Seats:
+            excluded: Mapping[int, str], S: Sequence[float], R: Sequence[float], spread: bool = False,
+            fill: Sequence[int] | None = None) -> _Seats:
     """Seats are earned. Safety records first (up to `safety_seats`, relevance or not: an allergy
     matters when dinner is discussed without the word), then one seat for a record the user pinned
     by hand (relevance or not), then one floor seat per `always_inject_types`
     tag, then top-K by S. Floor and top-K seats need R ≥ `min_relevance` (an empty seat beats an
     irrelevant one) and S ≥ `min_score_ratio` of the best candidate's S (decay and importance can
-    take a seat away); nothing may overflow the injection token budget."""
+    take a seat away); nothing may overflow the injection token budget. `fill`: the order top-K
+    seats are filled in (default `order`; `diverse_order` with `diversity`)."""
     seats = _Seats(why={i: excluded[rid] for i, rid in enumerate(cands.ids) if rid in excluded})
     eligible = [S[i] for i in order if i not in seats.why]
     floor_s = config.min_score_ratio * max(eligible) if eligible else 0.0
@@ -185,7 +239,8 @@ def _select(cands: CandidateSet, order: Sequence[int], *, config: MemoryConfig,
             break
     for i, reason in unearned.items():
         seats.why.setdefault(i, reason)
-    _fill_top_k(cands, order, config=config, seats=seats, used_tokens=used_tokens, spread=spread)
+    _fill_top_k(cands, order if fill is None else fill, config=config, seats=seats, used_tokens=used_tokens,
+                spread=spread)
     return seats
 
 

@@ -79,6 +79,8 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
     counter = ctx.counter
     cands = candidate_set(results, R, now=now, count_tokens=lambda r: record_tokens(counter, r))
+    if cfg.diversity > 0:  # diverse seating compares the candidates' embeddings (one read, opt-in)
+        cands = cands.with_vectors(store.vectors(user_id, cands.ids))
     theme = _dominant_theme(results, R)
     weights = weights_for(store, user_id, theme, default=cfg.weights, tuned=cfg.tune_weights)
     excluded: dict[int, str] = {}

@@ -69,6 +69,11 @@ TUNED_NOTE: dict[str, Any] = {
                    "on conv-26 only, then 4 on all five): .634/.723/.788 -> .645/.730/.798, multi-hop .363/.474/.576 -> "
                    ".389/.493/.621, open-domain@10 .473 -> .462; left out: a second dense hop from the best 1/3/5 hits' "
                    "mean vector (conv-26: no change)",
+    "diversity": "0.3 over the best 40 by S (maximal marginal relevance on the records' embeddings; tried an "
+                 "offline re-rank of the top 20/30/40/60 at 0.15-0.4 first, then the engine's own at 0.25/0.3/0.35: "
+                 ".645/.742-.744/.795-.797): .645/.730/.798 -> .645/.744/.796, multi-hop .389/.493/.621 -> "
+                 ".393/.516/.621, single-hop@10 .782 -> .801, open-domain@5 .392 -> .369, @20 .561 -> .549 (still "
+                 "above fused turns); only for aggregate questions: smaller gains (offline)",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "
