@@ -320,9 +320,7 @@ class MemoryConfig:
             for name in ("path_weights", "dim_weights"):
                 if name in values:
                     values[name] = FrozenMap({str(k): float(v) for k, v in dict(values[name]).items()})
-            for name in ("top_k", "context_budget", "injection_budget", "candidate_k", "window", "overlap",
-                         "keep_recent", "safety_seats", "score_log_rows", "log_full_turns",
-                         "induct_min_records", "diversity_pool"):
+            for name in INTEGER_MINIMUMS:  # every integer knob: 4.0 from a TOML or a slider is 4
                 if name in values and isinstance(values[name], float) and values[name].is_integer():
                     values[name] = int(values[name])
         except ConfigError as exc:
@@ -404,8 +402,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "overflow_keep": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "consolidation_k": (lambda v: v > 0, "> 0"),
     "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "diversity": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"), "diversity": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"), "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
