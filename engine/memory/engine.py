@@ -183,13 +183,8 @@ class MemoryEngine:
         if self.config.reinforce_on != "use" or not prepared.prompt.record_ids or not reply:
             return []
         with self._lock:
-            asked = prepared.question
-            if asked is None:
-                question = self.store.get_messages(prepared.user_id, [prepared.user_message_id]) \
-                    if prepared.user_message_id else []
-                asked = question[0].content if question else ""
             used = records_used_in_reply(self.store.get_records(prepared.user_id, list(prepared.prompt.record_ids)),
-                                         reply, question=asked)
+                                         reply, question=prepared.question or "")
             return reinforce(self, prepared.user_id, prepared.session_id, used, cause="used in reply",
                              event_no=prepared.event_no)
 

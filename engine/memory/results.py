@@ -106,7 +106,7 @@ class PreparedTurn:
     event: EventOutcome | None
     retrieval: Retrieval | None
     user_message_id: int | None
-    question: str | None = None  # the user message's text (None: read it by `user_message_id`)
+    question: str | None = None  # the user message's text (None: the turn had no user message)
 
     @property
     def event_fired(self) -> bool:
