@@ -104,6 +104,22 @@ def test_a_rolled_back_write_is_not_kept(setup):
     assert tagged(store) == fresh(path) and any(c == "committed" for _, c, *_ in tagged(store))
 
 
+def test_reads_inside_a_transaction_are_kept_but_not_past_a_savepoint_rollback(setup):
+    store, path, rs, _ = setup
+    tagged(store)
+    with store.transaction():
+        first = tagged(store)
+        assert tagged(store) == first  # kept inside the transaction as outside
+        with pytest.raises(RuntimeError), store.transaction():  # a savepoint
+            store.update_record(replace(rs[1], content="rolled back"))
+            assert any(c == "rolled back" for _, c, *_ in tagged(store))
+            raise RuntimeError
+        store.update_record(replace(rs[2], content="kept"))  # the counter reaches the savepoint's count again
+        inside = tagged(store)
+        assert all(c != "rolled back" for _, c, *_ in inside) and any(c == "kept" for _, c, *_ in inside)
+    assert tagged(store) == inside == fresh(path)
+
+
 def _other_process_edit(path, rid):
     other = SQLiteStore(path, dim=DIM)
     try:

@@ -133,11 +133,9 @@ class SQLiteRecords:
         return out
 
     def get_records(self, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
-        """The user's records of `ids`, in id order. Outside a transaction the records read are kept
-        while `record_writes` is unchanged (see `_newest_tagged_cached`), and only the others read."""
+        """The user's records of `ids`, in id order. The records read are kept while `record_writes`
+        is unchanged (see `_newest_tagged_cached`), and only the others read."""
         with self._read() as conn:
-            if self._depth:
-                return self._get_records(conn, user_id, ids)
             n = self._record_writes(conn)
             if n is None:
                 return self._get_records(conn, user_id, ids)
@@ -232,11 +230,11 @@ class SQLiteRecords:
         """`_newest_tagged`, kept while `record_writes` (bumped by a trigger on every insert, update
         and delete of records, by any connection or process) is unchanged: every retrieve reads the
         same floor, safety and pinned records. The counter is read first and the rows after it, so a
-        kept answer is never older than its counter; inside a transaction nothing is kept or used
-        (a rollback takes the counter back)."""
+        kept answer is never older than its counter. Inside a transaction the counter counts the
+        transaction's own writes too; a rollback takes it back, so every rollback drops what was
+        kept (`SQLiteStore._drop_caches`): a later write reaching the same count cannot meet
+        records that never landed."""
         with self._read() as conn:
-            if self._depth:
-                return self._newest_tagged(user_id, tags, limit, newest_first)
             n = self._record_writes(conn)
             key = (user_id, tuple(tags), limit, newest_first)
             hit = self._tagged_cache.get(key)

@@ -262,6 +262,9 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._partition_sizes.clear()
         self._vcache.clear()
         self._doclens.clear()
+        self._by_id.clear()
+        self._by_id_at = None
+        self._tagged_cache.clear()
 
     def _sync(self, conn: Any) -> None:
         """Drop the partition sizes when another connection has committed since the last look."""
