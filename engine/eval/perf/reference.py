@@ -218,6 +218,7 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
                                    db=os.path.join(tmpdir, "reference.db"), batch=BATCH)
             for p in (meta_path, vec_path):
                 os.remove(p)
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # after the bulk load, as `bench perf` does
             user_records = store.count_records(USER)
             embedder = HashEmbeddings(dim)
             engine = MemoryEngine(config, store=store, clock=VirtualClock(BENCH_NOW), embedder=embedder)
