@@ -130,3 +130,27 @@ def test_store_search_bm25_equals_fts5_through_writes(ops, k, include_invalid):
                 assert got == _fts5_reference(store, user, query, k, include_invalid)
     finally:
         store.close()
+
+
+def test_many_superseded_best_matches_stay_on_the_numpy_path():
+    """A long session supersedes many records: when fewer than k of the best 2k+16 matches are
+    current, the scorer reads further slices of its own ranking (still FTS5's order) instead of
+    declining to FTS5's join over every match."""
+    store = SQLiteStore(":memory:", dim=4)
+    try:
+        v = [1.0, 0.0, 0.0, 0.0]
+        strong = store.add_records([rec("u1", "alpha alpha alpha") for _ in range(60)], [v] * 60)
+        weak = store.add_records([rec("u1", f"alpha {' '.join(WORDS[1:])} {i}") for i in range(30)], [v] * 30)
+        store.add_records([rec("u2", "alpha alpha alpha") for _ in range(20)], [v] * 20)
+        for old in strong[:-1]:
+            store.supersede("u1", old.id, strong[-1].id, T0)
+        answered = []
+        real = store._bm25_numpy
+        store._bm25_numpy = lambda *a: answered.append(real(*a)) or answered[-1]  # type: ignore[method-assign]
+        for k, include_invalid in ((5, False), (20, False), (40, False), (20, True)):
+            got = store.search_bm25("u1", "alpha", k=k, include_invalid=include_invalid)
+            assert got == _fts5_reference(store, "u1", "alpha", k, include_invalid)
+            assert answered[-1] is not None
+        assert {i for i, _ in store.search_bm25("u1", "alpha", k=40)} >= {r.id for r in weak}
+    finally:
+        store.close()

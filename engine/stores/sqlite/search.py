@@ -75,7 +75,7 @@ class SQLiteSearch:
     def _bm25_numpy(self, conn: Any, terms: list[str], user_id: str, k: int, valid: str):
         """FTS5's bm25 ranking computed by engine.stores.sqlite.bm25 from the terms' postings and
         the user's cached document lengths; None where it cannot answer exactly (a phrase, a
-        folded term, an open transaction, a match outside the user's rows, too few valid ones)."""
+        folded term, an open transaction, a match outside the user's rows)."""
         if conn.in_transaction or not scorable(terms):
             return None
         self._sync(conn)
@@ -88,15 +88,20 @@ class SQLiteSearch:
             return None
         ids, scores = got
         order = np.lexsort((ids, scores))
-        top = order[: 2 * k + 16]
-        rows = conn.execute(
-            "SELECT h.key FROM json_each(?) h JOIN records r ON r.id = h.value "
-            f"WHERE r.user_id = ?{valid} ORDER BY h.key LIMIT ?",
-            (json.dumps(ids[top].tolist()), user_id, k),
-        ).fetchall()
-        if len(rows) < k and len(top) < len(order):
-            return None
-        return [(int(ids[top[i]]), -float(scores[top[i]])) for (i,) in rows]
+        # the best matches in growing slices until k of them are the user's (current) rows: superseded
+        # rows pile up in a long session, and FTS5's join over every match would grow with them
+        out: list[tuple[int, float]] = []
+        start, size = 0, 2 * k + 16
+        while len(out) < k and start < len(order):
+            part = order[start:start + size]
+            rows = conn.execute(
+                "SELECT h.key FROM json_each(?) h JOIN records r ON r.id = h.value "
+                f"WHERE r.user_id = ?{valid} ORDER BY h.key LIMIT ?",
+                (json.dumps(ids[part].tolist()), user_id, k - len(out)),
+            ).fetchall()
+            out.extend((int(ids[part[i]]), -float(scores[part[i]])) for (i,) in rows)
+            start, size = start + len(part), size * 4
+        return out
 
     @staticmethod
     def _bm25_top_first(conn: Any, match: str, user_id: str, k: int, valid: str):
