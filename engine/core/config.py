@@ -237,6 +237,7 @@ class MemoryConfig:
     message_candidates: int = 0  # engine.memory.expansion: records of the N nearest messages join (0 = off)
     message_per_turn: int = 1  # ... at most this many per message (0: all)
     bm25_prefix: int = 0  # retrieval's BM25: a query word of >= N letters also matches as a prefix (0 = exact words)
+    unnamed_query: float = 0.0  # engine.memory.querywide: the question's vector moved this far toward it without names
     # -- dimension-aware update --
     update_jaccard: float = 0.3
     update_cosine: float | None = None  # None: the embedder's calibrated threshold (MiniLM 0.7)
@@ -400,10 +401,9 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "slice_value": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "long_term_value": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "overflow_keep": (lambda v: 0 < v <= 1, "in (0, 1]"),
-    "consolidation_k": (lambda v: v > 0, "> 0"),
-    "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "consolidation_k": (lambda v: v > 0, "> 0"), "min_relevance": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "min_score_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"), "diversity": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "source_context": (lambda v: 0 <= v <= 1, "in [0, 1]"), "unnamed_query": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "update_jaccard": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "message_prev_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"), "message_next_weight": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "induct_max_wait": (lambda v: v >= 0, "a number of seconds >= 0"),

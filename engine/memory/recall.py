@@ -20,6 +20,7 @@ from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
 from engine.memory.expansion import with_message_candidates
 from engine.memory.messagepath import message_scores
+from engine.memory.querywide import unnamed_vector
 from engine.memory.ranking import rank
 from engine.memory.results import Retrieval
 from engine.memory.retrieval import PathResults, candidate_set, fuse, gather, has_constraint, newest_tagged
@@ -53,6 +54,8 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     cfg, store = config, ctx.store
     parsed = parse_query(ctx, query, speaker=speaker, now=now)
     qvec = ctx.embedder.embed_query(parsed.text) if ("dense" in cfg.paths or "message" in cfg.paths) else None
+    if qvec is not None and cfg.unnamed_query > 0:
+        qvec = unnamed_vector(ctx.embedder, parsed.text, qvec, cfg.unnamed_query)
     # a floor seat needs relevance R >= min_relevance, and a record no path found has R = 0 unless
     # the dimension path credits it: floor records join as the dimension path's pool (kept when it
     # credits them), or as candidates outright when seats need no relevance; safety records hold

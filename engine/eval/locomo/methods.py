@@ -82,7 +82,8 @@ TUNED: dict[str, Any] = {"weights": {"alpha": 1.0, "beta": 0.0, "gamma": 0.0}, "
                          "paths": ("bm25", "dense", "dim", "message"),
                          "path_weights": {"bm25": 0.4, "dense": 0.4, "dim": 0.2, "message": 0.7},
                          "message_prev_weight": 0.15, "message_next_weight": 0.4,
-                         "message_candidates": 100, "message_per_turn": 2, "bm25_prefix": 4, "diversity": 0.3}
+                         "message_candidates": 100, "message_per_turn": 2, "bm25_prefix": 4, "diversity": 0.3,
+                         "unnamed_query": 0.35}
 
 Retriever = Callable[[Question], list[tuple[str, ...]]]
 

@@ -74,6 +74,15 @@ TUNED_NOTE: dict[str, Any] = {
                  ".645/.742-.744/.795-.797): .645/.730/.798 -> .645/.744/.796, multi-hop .389/.493/.621 -> "
                  ".393/.516/.621, single-hop@10 .782 -> .801, open-domain@5 .392 -> .369, @20 .561 -> .549 (still "
                  "above fused turns); only for aggregate questions: smaller gains (offline)",
+    "unnamed_query": "0.35: the question's vector (dense path, message candidates, message path) mixed .65/.35 with "
+                     "the question's vector without its capitalised names (not a sentence's first word; a question "
+                     "in Title Case is left as is) (tried 0.2/0.3/0.35/0.4/0.6 on all five conversations, @10 "
+                     ".754/.759/.766/.766/.756, multi-hop@20 .649/.656/.659/.647/.653): .645/.744/.796 -> "
+                     ".670/.766/.820, multi-hop .393/.516/.621 -> .401/.548/.659, every conversation up @10; with it "
+                     "diversity 0.2/0.4: .762/.761 @10 (0.3 kept); left out: the BM25 query without names too "
+                     "(.744 @10), for aggregate questions 100/200 candidates per path and message turns (.742/.740 "
+                     "@10), BM25 also asking each keyword's 2 nearest words of the user's own keywords by MiniLM "
+                     "cosine >= .7/.6 (with 0.3: .759 -> .748/.750 @10)",
     "distinct_sources": "on (engine default): +.006 @10, +.009 @20 over off; spread_sessions off (on: -.024 @10)",
     "untuned": "candidate_k 50, dim_weights, window 25/5 (DimMem's LoCoMo setting)",
     "dropped": "session_day_as_time (records without a stated time took their session's day, +.005 @10): "
