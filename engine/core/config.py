@@ -497,4 +497,3 @@ def _check_simplex(name: str, weights: Mapping[str, float], keys: tuple[str, ...
     if not problems and sum(weights.values()) <= 0:
         problems.append(f"{name} must have a positive sum")
     return problems
-
