@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
+from engine.memory.messagepath import unit
 
 __all__ = ["strip_names", "unnamed_vector"]
 
@@ -58,9 +58,5 @@ def unnamed_vector(embedder, text: str, qvec, weight: float):
     bare = strip_names(text)
     if bare == text or weight <= 0:
         return qvec
-    a = np.asarray(qvec, dtype=np.float32)
-    b = np.asarray(embedder.embed_query(bare), dtype=np.float32)
-    a = a / (float(np.linalg.norm(a)) or 1.0)
-    b = b / (float(np.linalg.norm(b)) or 1.0)
-    mix = (1.0 - weight) * a + weight * b
-    return (mix / (float(np.linalg.norm(mix)) or 1.0)).tolist()
+    mix = (1.0 - weight) * unit(qvec) + weight * unit(embedder.embed_query(bare))
+    return unit(mix).tolist()

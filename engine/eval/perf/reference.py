@@ -40,7 +40,7 @@ import numpy as np
 from engine.core.clock import VirtualClock
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, DIM, STORE_FACTORIES, synthetic_corpus
-from engine.eval.perf.retrieval import BATCH, SESSION, USER, WARMUP, percentile_ms
+from engine.eval.perf.retrieval import BATCH, SESSION, USER, WARMUP, checkpoint, percentile_ms
 
 __all__ = [
     "REFERENCE_SPEC",
@@ -218,7 +218,7 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
                                    db=os.path.join(tmpdir, "reference.db"), batch=BATCH)
             for p in (meta_path, vec_path):
                 os.remove(p)
-            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # after the bulk load, as `bench perf` does
+            checkpoint(store)  # after the bulk load, as `bench perf` does
             user_records = store.count_records(USER)
             embedder = HashEmbeddings(dim)
             engine = MemoryEngine(config, store=store, clock=VirtualClock(BENCH_NOW), embedder=embedder)
