@@ -154,3 +154,46 @@ def test_many_superseded_best_matches_stay_on_the_numpy_path():
         assert {i for i, _ in store.search_bm25("u1", "alpha", k=40)} >= {r.id for r in weak}
     finally:
         store.close()
+
+
+def test_postings_cache_is_bounded_and_forgets_written_terms():
+    from engine.stores.sqlite.bm25 import Postings
+
+    conn = stdlib_sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, t, instance)")
+    conn.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)", [(1, "a a b"), (2, "a c"), (3, "b")])
+    cache = Postings(budget=3)
+    ids, counts = cache.get(conn, "temp.v", "a")
+    assert ids.tolist() == [1, 2] and counts.tolist() == [2, 1]
+    cache.get(conn, "temp.v", "b")  # 4 doc ids > 3: the least recently used term ("a") leaves
+    assert len(cache) == 1
+    cache.written(["x b"])
+    assert len(cache) == 0
+    cache.get(conn, "temp.v", "c")
+    cache.written(["caf\u00e9"])  # unicode61 would fold it: everything goes
+    assert len(cache) == 0
+
+
+def test_store_postings_follow_rollbacks_and_other_connections(tmp_path):
+    """A term read before a rolled-back write, or before another connection's commit, is read again."""
+    path = str(tmp_path / "m.db")
+    a, b = SQLiteStore(path, dim=4), SQLiteStore(path, dim=4)
+    v = [1.0, 0.0, 0.0, 0.0]
+    try:
+        a.add_records([rec("u1", "alpha beta")], [v])
+        first = a.search_bm25("u1", "alpha", k=5)
+        assert len(first) == 1
+        b.add_records([rec("u1", "alpha gamma")], [v])  # another connection: a's cache is stale
+        assert a.search_bm25("u1", "alpha", k=5) == _fts5_reference(a, "u1", "alpha", 5, False)
+        assert len(a.search_bm25("u1", "alpha", k=5)) == 2
+        try:
+            with a.transaction():
+                a.add_records([rec("u1", "alpha delta")], [v])
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        assert a.search_bm25("u1", "alpha", k=5) == _fts5_reference(a, "u1", "alpha", 5, False)
+    finally:
+        a.close()
+        b.close()

@@ -21,11 +21,13 @@ takes about a third of FTS5's time (benchmarks/bm25_profile.py).
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["K1", "B", "DocLengths", "averages", "doc_lengths", "scorable", "score_terms", "varints"]
+__all__ = ["K1", "B", "DocLengths", "Postings", "averages", "doc_lengths", "scorable", "score_terms", "varints"]
 
 K1 = 1.2
 B = 0.75
@@ -63,6 +65,12 @@ def _postings(conn: Any, vocab: str, term: str) -> np.ndarray:
     """The doc id of each occurrence of `term`, in doc order."""
     s = conn.execute(f"SELECT group_concat(doc) FROM {vocab} WHERE term = ?", (term,)).fetchone()[0]
     return np.fromstring(s, dtype=np.int64, sep=",") if s else np.empty(0, np.int64)  # type: ignore[call-overload]
+
+
+def _counted(occurrences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(doc ids ascending, occurrences in each) from one occurrence per entry."""
+    uniq, counts = np.unique(occurrences, return_counts=True)
+    return uniq, counts
 
 
 def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
@@ -108,28 +116,28 @@ def scorable(terms: list[str]) -> bool:
 
 
 def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "records_fts",
-                lengths: tuple[np.ndarray, np.ndarray] | None = None):
+                lengths: tuple[np.ndarray, np.ndarray] | None = None, postings: Postings | None = None):
     """(ids ascending, FTS5 bm25 scores) of the rows matching any of `terms` (an OR of
     single-term phrases), or None unless every term is one lower-case ASCII alphanumeric FTS5 term
     (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
     inside a transaction, or when `lengths` (a `doc_lengths` cache, read instead of the docsize
-    table) lacks a matching row."""
+    table) lacks a matching row. `postings`: a `Postings` cache read instead of the vocab table."""
     if not scorable(terms):
         return None
     if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
         return None
     n_rows, n_tokens = averages(conn, table)
-    occ = [_postings(conn, vocab, t) for t in terms]
-    if not any(len(o) for o in occ):
+    per_term = [postings.get(conn, vocab, t) if postings is not None else _counted(_postings(conn, vocab, t))
+                for t in terms]  # fmt: skip
+    if not any(len(u) for u, _ in per_term):
         return np.empty(0, np.int64), np.empty(0, np.float64)
-    ids = np.unique(np.concatenate(occ))
+    ids = np.unique(np.concatenate([u for u, _ in per_term]))
     dl = _lengths(conn, table, ids) if lengths is None else _cached(ids, lengths)
     if dl is None:
         return None
     avgdl = float(n_tokens) / float(n_rows)
     score = np.zeros(len(ids), dtype=np.float64)
-    for o in occ:
-        uniq, counts = np.unique(o, return_counts=True)
+    for uniq, counts in per_term:
         idf = math.log((n_rows - len(uniq) + 0.5) / (len(uniq) + 0.5))
         if idf <= 0.0:
             idf = 1e-6
@@ -191,3 +199,54 @@ def _merge(known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]) -> tup
     all_ids = np.concatenate([ids[keep], new_ids])
     order = np.argsort(all_ids, kind="stable")
     return all_ids[order], np.concatenate([lens[keep], new_lens])[order]
+
+
+class Postings:
+    """Recently queried terms' postings, (doc ids ascending, occurrences in each), kept across queries.
+
+    Reading a term's postings from the vocab table is one query per term per search; a user's
+    questions repeat their words. A term is dropped when the store writes a row whose body holds it
+    (`written`, with the bodies before and after; a non-ASCII body drops everything, since unicode61
+    would fold it), and everything goes on a rollback, another connection's commit or a deleted
+    user (`clear`). At most `budget` doc ids are kept in all, least recently used terms out first.
+    """
+
+    def __init__(self, budget: int = 1 << 21) -> None:
+        self.budget = int(budget)
+        self._terms: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._terms)
+
+    def clear(self) -> None:
+        self._terms.clear()
+        self._size = 0
+
+    def get(self, conn: Any, vocab: str, term: str) -> tuple[np.ndarray, np.ndarray]:
+        got = self._terms.get(term)
+        if got is not None:
+            self._terms.move_to_end(term)
+            return got
+        got = _counted(_postings(conn, vocab, term))
+        if len(got[0]) <= self.budget:
+            self._terms[term] = got
+            self._size += len(got[0])
+            while self._size > self.budget:
+                _, (old, _) = self._terms.popitem(last=False)
+                self._size -= len(old)
+        return got
+
+    def written(self, bodies: Iterable[str]) -> None:
+        """Forget the terms of rows whose body (as indexed) was written or is being replaced."""
+        if not self._terms:
+            return
+        for body in bodies:
+            words = body.lower().split() if body.isascii() else None
+            if words is None or not all(map(str.isalnum, words)):
+                self.clear()
+                return
+            for w in words:
+                old = self._terms.pop(w, None)
+                if old is not None:
+                    self._size -= len(old[0])

@@ -116,6 +116,7 @@ class SQLiteRecords:
                 [insert_values(r) for r in out],
             )
             conn.executemany(_FTS_INSERT, [(r.id, b) for r, b in zip(out, bodies, strict=True)])
+            self._postings.written(bodies)
             conn.executemany("INSERT INTO record_vectors(id, embedding) VALUES (?, ?)",
                              [(r.id, a.tobytes()) for r, a in zip(out, mat, strict=True)])  # fmt: skip
             conn.executemany(_VEC_INSERT, [(r.id, r.user_id, int(r.invalid_at is None), b.tobytes())
@@ -283,10 +284,13 @@ class SQLiteRecords:
         arr = None if vector is None else self._vector(vector, "update_record vector")
         with self._write() as conn:
             _, valid = self._require_record(conn, record.user_id, record.id, "update a record")
+            old = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id = ?", (record.id,)).fetchone()
+            body = fts_body(record)
+            self._postings.written([fts_body(record_from_row(old)), body])  # the terms it loses and gains
             sets = ", ".join(f"{c.strip()} = ?" for c in MUTABLE_COLUMNS.split(","))
             conn.execute(f"UPDATE records SET {sets} WHERE id = ? AND user_id = ?",
                          [*mutable_values(record), record.id, record.user_id])  # fmt: skip
-            conn.execute("UPDATE records_fts SET body = ? WHERE rowid = ?", (fts_body(record), record.id))
+            conn.execute("UPDATE records_fts SET body = ? WHERE rowid = ?", (body, record.id))
             self._doclens.noted(record.user_id, conn, [record.id])
             if arr is not None:
                 # vec0 0.1.9 cannot UPDATE a bit[] column; replace the row inside this transaction

@@ -83,7 +83,8 @@ class SQLiteSearch:
             conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab "
                          "USING fts5vocab(main, records_fts, instance)")
             self._fts_vocab = True
-        got = score_terms(conn, terms, vocab="temp.records_fts_vocab", lengths=self._doclens.get(user_id, conn))
+        got = score_terms(conn, terms, vocab="temp.records_fts_vocab", lengths=self._doclens.get(user_id, conn),
+                          postings=self._postings)
         if got is None:
             return None
         ids, scores = got

@@ -38,7 +38,7 @@ from engine.stores.sqlite.driver import (
     require_driver,
     sqlite_module,
 )
-from engine.stores.sqlite.bm25 import DocLengths
+from engine.stores.sqlite.bm25 import DocLengths, Postings
 from engine.stores.sqlite.migrations import migrate, schema_version
 from engine.stores.sqlite.records import SQLiteRecords
 from engine.stores.sqlite.search import EXACT_KNN_MAX, SQLiteSearch
@@ -98,6 +98,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._data_version: int | None = None
         #: user -> token count of each of their rows in records_fts (engine.stores.sqlite.bm25)
         self._doclens = DocLengths()
+        #: term -> postings of records_fts, dropped when a write touches the term (bm25.Postings)
+        self._postings = Postings()
         self._fts_vocab = False
         self._conn = None
         with self._errors():
@@ -262,6 +264,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._partition_sizes.clear()
         self._vcache.clear()
         self._doclens.clear()
+        self._postings.clear()
         self._by_id.clear()
         self._by_id_at = None
         self._tagged_cache.clear()
@@ -272,6 +275,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         if version != self._data_version:
             self._partition_sizes.clear()
             self._doclens.clear()
+            self._postings.clear()
             self._data_version = version
 
     @contextmanager
@@ -375,6 +379,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             self._delete_user_rows(conn, user_id, ("partition_versions", "record_counts"))
             self._vcache.pop(user_id)
             self._doclens.pop(user_id)
+            self._postings.clear()
             if self._sidecar is not None:
                 self._sidecar.forget(user_id)
             # merge FTS segments so the deleted tokens leave the index, not just the content table
