@@ -318,3 +318,31 @@ def test_dense_search_over_the_memory_budget_reads_the_stored_floats(store_facto
         assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
     assert coarse.search_dense("u", v[123], k=3)[0][0] == rs[123].id
     assert "u" not in coarse._vcache and rs[7].id not in {i for i, _ in coarse.search_dense("u", v[7], k=20)}
+
+
+def test_single_statement_log_writes_join_or_leave_the_transaction_whole(tmp_path):
+    """A log append is one statement: no savepoint inside a transaction (the outer rollback takes
+    it away, a failing append takes only itself), no BEGIN/COMMIT outside one (it is committed)."""
+    from engine.core.records import Event
+
+    path = str(tmp_path / "m.db")
+    store = SQLiteStore(path, dim=4)
+    ev = Event(user_id="u1", session_id="s", kind="note", at=T0, payload={"n": 1}, turn=1)
+    try:
+        with pytest.raises(RuntimeError), store.transaction():
+            store.append_event(ev)
+            store.set_kv("u1", "k", 1)
+            raise RuntimeError("roll back")
+        assert store.events(user_id="u1") == [] and store.get_kv("u1", "k") is None
+        with store.transaction():
+            store.append_event(ev)
+            with pytest.raises(Exception):
+                store.set_kv("u1", "k", object())  # refused before it reaches SQL: the event stays
+        kept = store.append_event(ev)
+    finally:
+        store.close()
+    reopened = SQLiteStore(path, dim=4)
+    try:
+        assert [e.id for e in reopened.events(user_id="u1")] == [1, kept.id] and kept.id == 2
+    finally:
+        reopened.close()

@@ -70,6 +70,11 @@ class SharedSQL:
     def _write(self) -> AbstractContextManager[Any]:  # pragma: no cover - provided by the host
         raise NotImplementedError
 
+    def _write_one(self) -> AbstractContextManager[Any]:
+        """`_write` for a block of exactly one statement (atomic on its own): a host may skip the
+        savepoint or transaction around it."""
+        return self._write()
+
     def _run(self, conn: Any, text: str, args: Sequence[Any] = ()) -> Any:
         return conn.execute(self.dialect.sql(text), args)
 
@@ -275,7 +280,7 @@ class SharedSQL:
             text = to_json(value)
         except (TypeError, ValueError) as exc:
             raise MemlabUsageError(f"kv value for {key!r} is not JSON-serialisable ({exc}); store plain data") from exc
-        with self._write() as conn:
+        with self._write_one() as conn:
             self._run(
                 conn,
                 "INSERT INTO kv (user_id, key, value) VALUES (?, ?, ?) "
@@ -288,7 +293,7 @@ class SharedSQL:
     def append_event(self, event: Event) -> Event:
         aux = self.dialect.time_aux("at")
         main, aux_value = self.dialect.encode_time(event.at)
-        with self._write() as conn:
+        with self._write_one() as conn:
             ((eid,),) = self._run(
                 conn,
                 f"INSERT INTO events (user_id, session_id, kind, at, {aux}, turn, event_no, payload) "

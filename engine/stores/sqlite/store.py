@@ -284,6 +284,13 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             yield self.conn
 
     @contextmanager
+    def _write_one(self) -> Iterator[Any]:
+        """One statement is atomic by itself: inside a transaction no savepoint around it, outside
+        one no BEGIN/COMMIT (the autocommit connection commits it). A log append costs one execute."""
+        with self._lock, self._errors():
+            yield self.conn
+
+    @contextmanager
     def _read(self) -> Iterator[Any]:
         with self._lock, self._errors():
             yield self.conn
