@@ -124,7 +124,9 @@ def test_store_search_bm25_equals_fts5_through_writes(ops, k, include_invalid):
                     store.supersede(old.user_id, old.id, new.id, T0)
             elif op == "forget":
                 store.forget_user(a)
-            for user in USERS:
+            for n, user in enumerate(USERS):
+                if (n + len(owned)) % 2:  # the user's vectors in memory: current rows known without a join
+                    store.search_dense(user, [1.0, 0.0, 0.0, 0.0], k=1)
                 query = " ".join(b) if op == "search" else WORDS[len(owned) % len(WORDS)]
                 got = store.search_bm25(user, query, k=k, include_invalid=include_invalid)
                 assert got == _fts5_reference(store, user, query, k, include_invalid)
@@ -197,3 +199,22 @@ def test_store_postings_follow_rollbacks_and_other_connections(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_superseded_matches_filtered_by_the_users_vectors_in_memory():
+    """With the user's vectors in memory the numpy path filters superseded rows by their flags
+    there (no join); the answer is still FTS5's, with and without history."""
+    store = SQLiteStore(":memory:", dim=4)
+    v = [1.0, 0.0, 0.0, 0.0]
+    try:
+        got = store.add_records([rec("u1", "alpha " * (3 - i % 3) + WORDS[i % 10]) for i in range(12)], [v] * 12)
+        store.add_records([rec("u2", "alpha alpha")], [v])
+        for old in got[:6]:
+            store.supersede("u1", old.id, got[-1].id, T0)
+        store.search_dense("u1", v, k=1)
+        for k in (1, 3, 8):
+            for hist in (False, True):
+                assert store.search_bm25("u1", "alpha", k=k, include_invalid=hist) == \
+                    _fts5_reference(store, "u1", "alpha", k, hist)
+    finally:
+        store.close()

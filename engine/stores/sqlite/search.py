@@ -89,6 +89,14 @@ class SQLiteSearch:
             return None
         ids, scores = got
         order = np.lexsort((ids, scores))
+        # every id is the user's (score_terms found each in the user's length cache): what is left
+        # is whether it is current, which the user's vectors in memory know without a read
+        if not valid:
+            return [(int(ids[i]), -float(scores[i])) for i in order[:k].tolist()]
+        part = self._vector_partition(conn, user_id, build=False)
+        mask = None if part is None else part.current_mask(ids)
+        if mask is not None:
+            return [(int(ids[i]), -float(scores[i])) for i in order[mask[order]][:k].tolist()]
         # the best matches in growing slices until k of them are the user's (current) rows: superseded
         # rows pile up in a long session, and FTS5's join over every match would grow with them
         out: list[tuple[int, float]] = []

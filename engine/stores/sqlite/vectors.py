@@ -97,6 +97,18 @@ class VectorPartition:
         at = np.searchsorted(have, np.array(ids, dtype=np.int64))
         return [(rid, int(i)) for rid, i in zip(ids, at.tolist(), strict=True) if i < self.n and int(have[i]) == rid]
 
+    def current_mask(self, ids: np.ndarray) -> np.ndarray | None:
+        """Whether each of `ids` (ascending) is current, None unless the partition holds them all."""
+        if self._sorted is None:
+            self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
+        if not self._sorted or len(ids) == 0:
+            return None if len(ids) else np.zeros(0, dtype=bool)
+        have = self.ids[: self.n]
+        at = np.searchsorted(have, ids)
+        if bool(np.any(at >= self.n)) or not np.array_equal(have[np.minimum(at, self.n - 1)], ids):
+            return None
+        return self.valid[at].astype(bool)
+
     def row(self, rid: int) -> int:
         """The partition row of record `rid` (KeyError when it holds none)."""
         found = self._found([rid])
