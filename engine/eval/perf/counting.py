@@ -57,6 +57,7 @@ class CountingStore:
             self.rows[name] += rows_in(out)
             return out
 
+        self.__dict__[name] = counted  # built once: later calls skip __getattr__ (the proxy stays ~free)
         return counted
 
     def rows_read(self) -> int:
