@@ -86,28 +86,35 @@ class VectorPartition:
             self._index = {int(rid): i for i, rid in enumerate(self.ids[: self.n].tolist())}
         return self._index
 
-    def _found(self, ids: Sequence[int]) -> list[tuple[int, int]]:
-        """(id, row) of those of `ids` the partition holds, in the order given."""
-        ids = [int(rid) for rid in ids]
+    def _bisect(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(row, held) of each of `ids`, found by bisection of the ascending ids; None when the
+        partition's ids do not ascend (then `index` finds rows)."""
         if self._sorted is None:
             self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
         if not self._sorted:
-            return [(rid, self.index[rid]) for rid in ids if rid in self.index]
-        have = self.ids[: self.n]
-        at = np.searchsorted(have, np.array(ids, dtype=np.int64))
-        return [(rid, int(i)) for rid, i in zip(ids, at.tolist(), strict=True) if i < self.n and int(have[i]) == rid]
-
-    def current_mask(self, ids: np.ndarray) -> np.ndarray | None:
-        """Whether each of `ids` (ascending) is current, None unless the partition holds them all."""
-        if self._sorted is None:
-            self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
-        if not self._sorted or len(ids) == 0:
-            return None if len(ids) else np.zeros(0, dtype=bool)
+            return None
         have = self.ids[: self.n]
         at = np.searchsorted(have, ids)
-        if bool(np.any(at >= self.n)) or not np.array_equal(have[np.minimum(at, self.n - 1)], ids):
+        held = at < self.n
+        held[held] = have[at[held]] == ids[held]
+        return at, held
+
+    def _found(self, ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(id, row) of those of `ids` the partition holds, in the order given."""
+        ids = [int(rid) for rid in ids]
+        found = self._bisect(np.array(ids, dtype=np.int64))
+        if found is None:
+            return [(rid, self.index[rid]) for rid in ids if rid in self.index]
+        at, held = found
+        return [(rid, i) for rid, i, h in zip(ids, at.tolist(), held.tolist(), strict=True) if h]
+
+    def current_mask(self, ids: np.ndarray) -> np.ndarray | None:
+        """Whether each of `ids` is current, None unless the partition holds them all (and finds
+        them by bisection)."""
+        found = self._bisect(ids)
+        if found is None or not bool(found[1].all()):
             return None
-        return self.valid[at].astype(bool)
+        return self.valid[found[0]].astype(bool)
 
     def row(self, rid: int) -> int:
         """The partition row of record `rid` (KeyError when it holds none)."""
