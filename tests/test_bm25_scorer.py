@@ -158,7 +158,7 @@ def test_many_superseded_best_matches_stay_on_the_numpy_path():
         store.close()
 
 
-def test_postings_cache_is_bounded_and_forgets_written_terms():
+def test_postings_cache_is_bounded_and_patched_by_written_rows():
     from engine.stores.sqlite.bm25 import Postings
 
     conn = stdlib_sqlite3.connect(":memory:")
@@ -170,10 +170,12 @@ def test_postings_cache_is_bounded_and_forgets_written_terms():
     assert ids.tolist() == [1, 2] and counts.tolist() == [2, 1]
     cache.get(conn, "temp.v", "b")  # 4 doc ids > 3: the least recently used term ("a") leaves
     assert len(cache) == 1
-    cache.written(["x b"])
-    assert len(cache) == 0
+    cache.written([(4, None, "x b b")])  # a new row joins the kept term with its count
+    assert [a.tolist() for a in cache.get(conn, "temp.v", "b")] == [[1, 3, 4], [1, 1, 2]]
+    cache.written([(1, "a a b", "a c")])  # row 1 loses "b"
+    assert [a.tolist() for a in cache.get(conn, "temp.v", "b")] == [[3, 4], [1, 2]]
     cache.get(conn, "temp.v", "c")
-    cache.written(["caf\u00e9"])  # unicode61 would fold it: everything goes
+    cache.written([(5, None, "caf\u00e9")])  # unicode61 would fold it: everything goes
     assert len(cache) == 0
 
 
@@ -216,5 +218,36 @@ def test_superseded_matches_filtered_by_the_users_vectors_in_memory():
             for hist in (False, True):
                 assert store.search_bm25("u1", "alpha", k=k, include_invalid=hist) == \
                     _fts5_reference(store, "u1", "alpha", k, hist)
+    finally:
+        store.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "update"]), st.lists(st.sampled_from(WORDS), min_size=1, max_size=6)),
+                min_size=1, max_size=12))
+def test_patched_postings_equal_the_index(ops):
+    """Whatever the store writes, a kept term's postings are the index's: searched before and after
+    each write, the answer is FTS5's own."""
+    store = SQLiteStore(":memory:", dim=4)
+    v = [1.0, 0.0, 0.0, 0.0]
+    try:
+        ids = [r.id for r in store.add_records([rec("u1", "alpha beta gamma"), rec("u1", "beta delta")], [v, v])]
+        for word in WORDS:
+            store.search_bm25("u1", word, k=50)  # keep every word's postings
+        for op, words in ops:
+            text = " ".join(words)
+            if op == "add" or not ids:
+                ids.append(store.add_records([rec("u1", text)], [v])[0].id)
+            else:
+                old = store.get_records("u1", [ids[len(text) % len(ids)]])[0]
+                store.update_record(replace(old, content=text))
+            for word in WORDS:
+                assert store.search_bm25("u1", word, k=50) == _fts5_reference(store, "u1", word, 50, False)
+        vocab = "temp.records_fts_vocab"
+        from engine.stores.sqlite.bm25 import _counted, _postings
+
+        for term, (got_ids, got_counts) in store._postings._terms.items():
+            want_ids, want_counts = _counted(_postings(store.conn, vocab, term))
+            assert got_ids.tolist() == want_ids.tolist() and got_counts.tolist() == want_counts.tolist()
     finally:
         store.close()

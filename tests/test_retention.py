@@ -198,3 +198,32 @@ def test_a_large_window_compacts_in_steps_with_the_same_result(monkeypatch):
     # most turns read one event to see that nothing is due
     late = [r.get("events", 0) for r in stepped.reads_per_turn[-2 * step:]]
     assert sorted(late)[len(late) // 2] <= 2 and max(late) < 12 * step + 40
+
+
+def test_compaction_hints_skip_the_due_check_and_change_nothing(monkeypatch):
+    """A caught-up session learns when its next step can be due and reads nothing until then; the
+    log it leaves is the one the check on every turn leaves."""
+    import engine.memory.retention as retention
+
+    full, turns = 64, 100
+    hinted, _ = play(full, turns=turns)
+    monkeypatch.setattr(retention.CompactionHints, "not_due", lambda *a, **k: False)
+    checked, _ = play(full, turns=turns)
+    assert [_strip(e) for e in hinted.events(user_id=USER)] == [_strip(e) for e in checked.events(user_id=USER)]
+    late_h = [r.get("events", 0) for r in hinted.reads_per_turn[full + 8:]]
+    late_c = [r.get("events", 0) for r in checked.reads_per_turn[full + 8:]]
+    assert sum(late_h) < sum(late_c)
+
+
+def test_compaction_hints_are_bounded_and_forgotten():
+    from engine.memory.retention import CompactionHints
+
+    hints = CompactionHints(max_sessions=2)
+    hints.learn("a", "s1", 200, 50)
+    hints.learn("a", "s2", 200, 60)
+    hints.learn("b", "s1", 200, 70)
+    assert not hints.not_due("a", "s1", 200, 10)  # the oldest went
+    assert hints.not_due("a", "s2", 200, 59) and not hints.not_due("a", "s2", 200, 60)
+    assert not hints.not_due("a", "s2", 100, 59)  # another window is another hint
+    hints.forget_user("a")
+    assert not hints.not_due("a", "s2", 200, 59) and hints.not_due("b", "s1", 200, 69)

@@ -157,3 +157,37 @@ def test_built_records_follow_their_rows(setup):
     for _ in range(2):  # an invalid row raises every time (nothing kept)
         with pytest.raises(ValueError):
             record_from_row(bad)
+
+
+def test_own_reinforcement_patches_the_kept_records(setup):
+    """A reinforcement through this store changes known rows in a known way: the kept records are
+    patched (not read again) and equal, field for field, what a fresh store reads; a rolled-back one
+    leaves nothing behind."""
+    store, path, rs, _ = setup
+    ids = [r.id for r in rs[:4]]  # u's
+    tagged(store)
+    store.get_records("v", [rs[4].id])
+    at = T0 + timedelta(days=1, microseconds=7)
+    store.reinforce("u", [rs[0].id, rs[0].id, rs[1].id, rs[4].id], at)  # rs[4] is v's: not touched
+    statements = []
+    store.conn.set_trace_callback(statements.append)
+    try:
+        got = store.get_records("u", ids)
+        kept_tagged = store.records("u", tags_any=["preference"], limit=5, newest_first=True)
+    finally:
+        store.conn.set_trace_callback(None)
+    assert not [s for s in statements if "FROM records" in s], statements  # served from memory
+    other = SQLiteStore(path, dim=DIM)
+    try:
+        assert got == other.get_records("u", ids)
+        assert kept_tagged == other.records("u", tags_any=["preference"], limit=5, newest_first=True)
+        assert store.get_records("v", [rs[4].id]) == other.get_records("v", [rs[4].id])
+    finally:
+        other.close()
+    assert [r.strengthen_count for r in got[:2]] == [1, 1] and got[0].last_reinforced_at == at
+    with pytest.raises(RuntimeError), store.transaction():
+        store.reinforce("u", [rs[2].id], at)
+        assert store.get_records("u", [rs[2].id])[0].strengthen_count == 1
+        raise RuntimeError
+    assert store.get_records("u", [rs[2].id])[0].strengthen_count == 0
+    assert tagged(store) == fresh(path)

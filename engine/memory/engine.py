@@ -41,7 +41,7 @@ from engine.memory.injection import BuiltPrompt, with_window
 from engine.memory.log import EventLog
 from engine.memory.recall import parse_query, rescore, retrieve
 from engine.memory.reinforce import records_used_in_reply, reinforce
-from engine.memory.retention import compact_session
+from engine.memory.retention import CompactionHints, compact_session
 from engine.memory.results import (
     GateStatus,
     IngestResult,
@@ -131,6 +131,7 @@ class MemoryEngine:
         self.counter = token_counter or ApproxTokenCounter()
         self.recovery = recovery or KeepPendingRecovery()
         self.events_log = EventLog(self.store)
+        self._compaction = CompactionHints()
         self.live_records = LiveRecords()
         self.last_prompt: BuiltPrompt | None = None
         self.last_retrieval: Retrieval | None = None
@@ -156,7 +157,8 @@ class MemoryEngine:
         update write memory), retrieval, injection, reinforcement. Run it once per user message."""
         with self._lock:
             turn = self.events_log.next_turn(user_id, session_id)
-            compact_session(self.store, user_id, session_id, turn=turn, full_turns=self.config.log_full_turns)
+            compact_session(self.store, user_id, session_id, turn=turn, full_turns=self.config.log_full_turns,
+                            hints=self._compaction)
             event = catch_up(self, user_id, session_id)
             # one read of the live window, shared by the steps; read again only after an event
             view = live_window(self, user_id, session_id)
@@ -366,6 +368,7 @@ class MemoryEngine:
         """Erase every trace of a user (messages, records, vectors, full text, profile, logs)."""
         with self._lock:
             self.events_log.forget_user(user_id)
+            self._compaction.forget_user(user_id)
             for key in [k for k in self._prepared if k[0] == user_id]:
                 del self._prepared[key]
             self.live_records.forget_user(user_id)

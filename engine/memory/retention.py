@@ -35,13 +35,14 @@ touched, so short replays and the golden logs are unchanged.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.core.records import Event
 from engine.stores.base import Store
 
-__all__ = ["BATCH", "COMPACTED_KIND", "EVENT_STEP_KINDS", "ROW_FIELDS", "compact_session", "compact_turn", "cursor_key",
+__all__ = ["BATCH", "COMPACTED_KIND", "CompactionHints", "EVENT_STEP_KINDS", "ROW_FIELDS", "compact_session", "compact_turn", "cursor_key",
            "stride"]
 
 #: Events read per turn at most (a turn writes ~10; a backlog is worked off this many at a time).
@@ -75,11 +76,41 @@ def stride(full_turns: int) -> int:
     return max(1, min(MAX_STRIDE, full_turns // STRIDE_SHARE))
 
 
-def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, full_turns: int) -> dict[str, int] | None:
+class CompactionHints:
+    """The turn before which a session's next compaction step cannot be due, learned from the one
+    row `compact_session` reads to see that nothing is due (the first event after the cursor, whose
+    turn only grows: the cursor only moves forward and new events carry later turns). A hint
+    skips that read until its turn; it never decides what is compacted, only when to look again.
+    Bounded (least recently used sessions go); `forget_user` drops a user's hints."""
+
+    def __init__(self, max_sessions: int = 4096):
+        self.max_sessions = max_sessions
+        self._due: OrderedDict[tuple[str, str, int], int] = OrderedDict()
+
+    def not_due(self, user_id: str, session_id: str, full_turns: int, turn: int) -> bool:
+        return turn < self._due.get((user_id, session_id, full_turns), 0)
+
+    def learn(self, user_id: str, session_id: str, full_turns: int, due: int) -> None:
+        key = (user_id, session_id, full_turns)
+        self._due[key] = due
+        self._due.move_to_end(key)
+        while len(self._due) > self.max_sessions:
+            self._due.popitem(last=False)
+
+    def forget_user(self, user_id: str) -> None:
+        for key in [k for k in self._due if k[0] == user_id]:
+            del self._due[key]
+
+
+def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, full_turns: int,
+                    hints: CompactionHints | None = None) -> dict[str, int] | None:
     """Compact the session's turns older than the last `full_turns` (up to `BATCH` events) once
     `stride(full_turns)` whole turns are due; returns the store's counts, None when nothing was
-    due. `full_turns` 0 keeps everything."""
+    due. `full_turns` 0 keeps everything. `hints`: when the next step can be due, kept between
+    turns so a caught-up session reads nothing until then."""
     if full_turns <= 0 or turn <= full_turns:
+        return None
+    if hints is not None and hints.not_due(user_id, session_id, full_turns, turn):
         return None
     cutoff = turn - full_turns
     key = cursor_key(session_id)
@@ -88,6 +119,9 @@ def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, f
     if step > 1:  # one row tells whether a step is due (a backlog always is)
         first = store.events(user_id=user_id, session_id=session_id, after_id=cursor, limit=1)
         if not first or (first[0].turn is not None and first[0].turn > cutoff - step + 1):
+            if hints is not None and first and first[0].turn is not None:
+                # due once cutoff - step + 1 reaches that turn: turn - full_turns - step + 1 >= first turn
+                hints.learn(user_id, session_id, full_turns, first[0].turn + full_turns + step - 1)
             return None
     chunk_size = max(CHUNK, 12 * step)
     batch: list[Event] = []

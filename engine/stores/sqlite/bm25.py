@@ -21,7 +21,7 @@ takes about a third of FTS5's time (benchmarks/bm25_profile.py).
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -205,10 +205,12 @@ class Postings:
     """Recently queried terms' postings, (doc ids ascending, occurrences in each), kept across queries.
 
     Reading a term's postings from the vocab table is one query per term per search; a user's
-    questions repeat their words. A term is dropped when the store writes a row whose body holds it
-    (`written`, with the bodies before and after; a non-ASCII body drops everything, since unicode61
-    would fold it), and everything goes on a rollback, another connection's commit or a deleted
-    user (`clear`). At most `budget` doc ids are kept in all, least recently used terms out first.
+    questions repeat their words. The store's own writes patch the kept terms (`written`, with each
+    row's body before and after: the row leaves the postings of the terms it loses and joins, with
+    its count, those it has; a non-ASCII body clears everything, since unicode61 would fold it), so
+    a session's new records do not send its next questions back to the index; everything goes on a
+    rollback, another connection's commit or a deleted user (`clear`). At most `budget` doc ids are
+    kept in all, least recently used terms out first.
     """
 
     def __init__(self, budget: int = 1 << 21) -> None:
@@ -232,21 +234,61 @@ class Postings:
         if len(got[0]) <= self.budget:
             self._terms[term] = got
             self._size += len(got[0])
-            while self._size > self.budget:
-                _, (old, _) = self._terms.popitem(last=False)
-                self._size -= len(old)
+            self._trim()
         return got
 
-    def written(self, bodies: Iterable[str]) -> None:
-        """Forget the terms of rows whose body (as indexed) was written or is being replaced."""
+    def _trim(self) -> None:
+        while self._size > self.budget:
+            _, (old, _) = self._terms.popitem(last=False)
+            self._size -= len(old)
+
+    def written(self, changes: Iterable[tuple[int, str | None, str | None]]) -> None:
+        """Patch the kept terms for rows written: (row id, its body before or None, after or None)."""
         if not self._terms:
             return
-        for body in bodies:
-            words = body.lower().split() if body.isascii() else None
-            if words is None or not all(map(str.isalnum, words)):
+        patch: list[tuple[int, list[str], Counter[str]]] = []
+        for rid, before, after in changes:
+            old_words, new_words = _words(before), _words(after)
+            if old_words is None or new_words is None:
                 self.clear()
                 return
-            for w in words:
-                old = self._terms.pop(w, None)
-                if old is not None:
-                    self._size -= len(old[0])
+            patch.append((int(rid), old_words, Counter(new_words)))
+        for rid, old_words, counts in patch:
+            for w in set(old_words) - counts.keys():
+                if w in self._terms:
+                    self._set(w, _without(self._terms[w], rid))
+            for w, c in counts.items():
+                if w in self._terms:
+                    self._set(w, _with(self._terms[w], rid, c))
+        self._trim()
+
+    def _set(self, term: str, got: tuple[np.ndarray, np.ndarray]) -> None:
+        self._size += len(got[0]) - len(self._terms[term][0])
+        self._terms[term] = got
+
+
+def _words(body: str | None) -> list[str] | None:
+    """The unicode61 terms of an indexed body when they are its lower-cased ASCII words (what
+    `index_text` writes), None when unicode61 might fold or split them otherwise."""
+    if body is None:
+        return []
+    words = body.lower().split() if body.isascii() else None
+    return words if words is not None and all(map(str.isalnum, words)) else None
+
+
+def _without(got: tuple[np.ndarray, np.ndarray], rid: int) -> tuple[np.ndarray, np.ndarray]:
+    ids, counts = got
+    i = int(np.searchsorted(ids, rid))
+    if i < len(ids) and ids[i] == rid:
+        return np.delete(ids, i), np.delete(counts, i)
+    return got
+
+
+def _with(got: tuple[np.ndarray, np.ndarray], rid: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    ids, counts = got
+    i = int(np.searchsorted(ids, rid))
+    if i < len(ids) and ids[i] == rid:
+        counts = counts.copy()
+        counts[i] = count
+        return ids, counts
+    return np.insert(ids, i, rid), np.insert(counts, i, count)

@@ -47,10 +47,14 @@ _RECORD_FIELDS = tuple(f.name for f in fields(MemoryRecord))
 
 def _with_id(r: MemoryRecord, rid: int) -> MemoryRecord:
     """`replace(r, id=rid)` without validating the record again (it was when it was made): 10x faster."""
+    return _changed(r, id=rid)
+
+
+def _changed(r: MemoryRecord, **values: Any) -> MemoryRecord:
+    """`replace(r, **values)` without validating the record again (the caller's values are valid)."""
     new = object.__new__(MemoryRecord)
     for name in _RECORD_FIELDS:
-        object.__setattr__(new, name, getattr(r, name))
-    object.__setattr__(new, "id", rid)
+        object.__setattr__(new, name, values[name] if name in values else getattr(r, name))
     return new
 
 
@@ -116,7 +120,7 @@ class SQLiteRecords:
                 [insert_values(r) for r in out],
             )
             conn.executemany(_FTS_INSERT, [(r.id, b) for r, b in zip(out, bodies, strict=True)])
-            self._postings.written(bodies)
+            self._postings.written((r.id, None, b) for r, b in zip(out, bodies, strict=True))
             conn.executemany("INSERT INTO record_vectors(id, embedding) VALUES (?, ?)",
                              [(r.id, a.tobytes()) for r, a in zip(out, mat, strict=True)])  # fmt: skip
             conn.executemany(_VEC_INSERT, [(r.id, r.user_id, int(r.invalid_at is None), b.tobytes())
@@ -286,7 +290,7 @@ class SQLiteRecords:
             _, valid = self._require_record(conn, record.user_id, record.id, "update a record")
             old = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id = ?", (record.id,)).fetchone()
             body = fts_body(record)
-            self._postings.written([fts_body(record_from_row(old)), body])  # the terms it loses and gains
+            self._postings.written([(record.id, fts_body(record_from_row(old)), body)])  # the terms it loses and gains
             sets = ", ".join(f"{c.strip()} = ?" for c in MUTABLE_COLUMNS.split(","))
             conn.execute(f"UPDATE records SET {sets} WHERE id = ? AND user_id = ?",
                          [*mutable_values(record), record.id, record.user_id])  # fmt: skip
@@ -303,11 +307,37 @@ class SQLiteRecords:
     def reinforce(self, user_id: str, ids: Sequence[int], at: datetime) -> None:
         ensure_aware(at, what="reinforce time")
         with self._write() as conn:
+            before = self._record_writes(conn)
             conn.execute(
                 "UPDATE records SET strengthen_count = strengthen_count + 1, last_reinforced_at = ? "
                 "WHERE +user_id = ? AND id IN (SELECT value FROM json_each(?))",
                 (at.isoformat(), user_id, ids_json(ids)),
             )
+            self._reinforced_kept(user_id, ids, at, before, self._record_writes(conn))
+
+    def _reinforced_kept(self, user_id: str, ids: Sequence[int], at: datetime, before: int | None,
+                         after: int | None) -> None:
+        """Carry the records `get_records` and the tagged reads keep across this connection's own
+        reinforcement, when nothing else wrote since they were read (their counter is `before`): the
+        rows changed are known, so they are patched as the UPDATE changed them and the rest stay.
+        (A rollback drops everything kept, as for any write.)"""
+        if before is None or after is None:
+            return
+        when = datetime.fromisoformat(at.isoformat())  # as a read of the row gives it back
+        mine = {int(i) for i in ids}
+
+        def patched(r: MemoryRecord) -> MemoryRecord:
+            return _changed(r, strengthen_count=r.strengthen_count + 1, last_reinforced_at=when) if r.id in mine else r
+
+        if self._by_id_at == before:
+            for rid in mine:
+                r = self._by_id.get((user_id, rid))
+                if r is not None:
+                    self._by_id[(user_id, rid)] = patched(r)
+            self._by_id_at = after
+        for key, (n, got) in list(self._tagged_cache.items()):
+            if n == before:  # another user's kept records are as they were
+                self._tagged_cache[key] = (after, tuple(patched(r) for r in got) if key[0] == user_id else got)
 
     def supersede(self, user_id: str, old_id: int, new_id: int, at: datetime) -> None:
         ensure_aware(at, what="supersede time")
