@@ -346,3 +346,18 @@ def test_single_statement_log_writes_join_or_leave_the_transaction_whole(tmp_pat
         assert [e.id for e in reopened.events(user_id="u1")] == [1, kept.id] and kept.id == 2
     finally:
         reopened.close()
+
+
+def test_full_text_stays_in_few_segments():
+    """Every add merges segments (usermerge 2): many small batches leave a handful of segments where
+    FTS5's default leaves one per few batches, each probed by every term lookup."""
+    store = SQLiteStore(":memory:", dim=4)
+    try:
+        assert store.conn.execute("SELECT v FROM records_fts_config WHERE k = 'usermerge'").fetchone()[0] == 2
+        for b in range(60):
+            store.add_records([rec("u", f"note {b} item {i} words{i % 7}") for i in range(20)], [[1.0, 0, 0, 0]] * 20)
+        segments = store.conn.execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0]
+        assert segments <= 4
+        assert len(store.search_bm25("u", "words3", k=500)) == 60 * 3
+    finally:
+        store.close()

@@ -35,6 +35,10 @@ __all__ = ["SQLiteRecords", "sign_bits"]
 
 _VEC_INSERT = "INSERT INTO records_vec(rowid, user_id, valid, embedding_bits) VALUES (?, ?, ?, vec_bit(?))"
 _FTS_INSERT = "INSERT INTO records_fts(rowid, body) VALUES (?, ?)"
+#: After each insert, up to this many pages of segment merging (with usermerge 2, migration 8): a
+#: term lookup probes every segment, and FTS5's own automerge leaves ~17 after 10k records.
+FTS_MERGE_PAGES = 100
+_FTS_MERGE = "INSERT INTO records_fts(records_fts, rank) VALUES ('merge', ?)"
 
 
 def sign_bits(arr: np.ndarray) -> bytes:
@@ -120,6 +124,7 @@ class SQLiteRecords:
                 [insert_values(r) for r in out],
             )
             conn.executemany(_FTS_INSERT, [(r.id, b) for r, b in zip(out, bodies, strict=True)])
+            conn.execute(_FTS_MERGE, (FTS_MERGE_PAGES,))
             self._postings.written((r.id, None, b) for r, b in zip(out, bodies, strict=True))
             conn.executemany("INSERT INTO record_vectors(id, embedding) VALUES (?, ?)",
                              [(r.id, a.tobytes()) for r, a in zip(out, mat, strict=True)])  # fmt: skip
