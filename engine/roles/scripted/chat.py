@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -49,6 +50,12 @@ def _stem(token: str) -> str:
         if token.endswith(suffix) and len(token) - len(suffix) >= 3:
             return token[: -len(suffix)].rstrip("e")
     return token.rstrip("e")
+
+
+@lru_cache(maxsize=8192)
+def _line_stems(line: str) -> frozenset[str]:
+    """The stems of a shown line's content tokens (cached: a session's prompts show the same lines turn after turn)."""
+    return frozenset(_stem(t) for t in content_tokens(line))
 
 
 def _time_constraint(question: str, system: str):
@@ -170,7 +177,7 @@ class ScriptedChatModel(BaseChatModel):
             elif i < last_human:
                 # an earlier question is no answer, and an earlier answer's lead-in is no fact
                 lines.extend(x for x in split_sentences(_ANSWER_LEAD.sub("", text)) if not is_question(x))
-        lines = [line for line in dict.fromkeys(lines) if content_tokens(line)]
+        lines = [line for line in dict.fromkeys(lines) if _line_stems(line)]
         if not is_question(question):
             return ("好的，我记下了。" if zh else "Noted."), []
         system = "\n".join(content_text(m.content) for m in messages if isinstance(m, SystemMessage))
@@ -180,7 +187,7 @@ class ScriptedChatModel(BaseChatModel):
         scored = []
         needed = max(1, math.ceil(len(asked) / 2))  # a shared name alone is not an answer
         for order, line in enumerate(lines):
-            hits = len(asked & {_stem(t) for t in content_tokens(line)})
+            hits = len(asked & _line_stems(line))
             if when is not None and _line_in_time(line, when):
                 hits += 2  # the question's time, resolved against the shown current date, fits this line
             if hits >= needed:
