@@ -119,18 +119,20 @@ def said_by_profile(record: MemoryRecord, profile: UserProfile, value_dates: Map
     for the subject ("the user", the user's name). Such a record is not shown twice."""
     if record.id is None:
         return False
+    sourced = [(key, v) for key, values in profile.fields.items() for v in values
+               if record.id in profile.sources_of(key, v)]
+    if not sourced:  # the common case: no shown value rests on this record
+        return False
     subject = set(_SUBJECT_WORDS)
     for name in profile.fields.get("name", ()):
         subject.update(content_tokens(name))
     words = set(content_tokens(render_record(record))) - subject
     if not words:
         return False
-    for key, values in profile.fields.items():
-        for v in values:
-            if record.id in profile.sources_of(key, v):
-                line = render_profile(UserProfile(user_id=profile.user_id, fields={key: (v,)}), value_dates)
-                if words <= set(content_tokens(line)):
-                    return True
+    for key, v in sourced:
+        line = render_profile(UserProfile(user_id=profile.user_id, fields={key: (v,)}), value_dates)
+        if words <= set(content_tokens(line)):
+            return True
     return False
 
 
