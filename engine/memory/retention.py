@@ -7,8 +7,9 @@ kept forever, that is ~18 KB per turn. Compaction runs on the turn path in bound
 most `BATCH`, compact the whole turns among them now older than the window (`Store.compact_log`:
 updates and deletes by event id, one transaction) and move the cursor. A step waits until
 `stride(full_turns)` whole turns are due (12 for the default 200; every turn for a window under
-32), so a caught-up session's turn reads one event to see that nothing is due, and every 12th
-turn compacts 12 turns at once; nothing before the cursor is read again; a backlog (the policy
+32), so a caught-up session's turn reads one event to see that nothing is due (and, with the
+engine's `CompactionHints`, nothing at all until a step can be due), and every 12th turn compacts
+12 turns at once; nothing before the cursor is read again; a backlog (the policy
 turned on for an old database) is worked off `BATCH` events per turn.
 
 What a compacted turn keeps (what the lab's views and the engine read back):
