@@ -124,3 +124,17 @@ def test_perf_main_rejects_bad_arguments(bad):
     with pytest.raises(SystemExit) as info:
         perf_main(bad)
     assert info.value.code == 2
+
+
+def test_a_control_session_follows_and_is_summarised_apart():
+    samples = run_session(turns=12, dim=16, seed=3, control_turns=4)
+    main, control = [s for s in samples if not s.control], [s for s in samples if s.control]
+    assert [s.n for s in main] == list(range(1, 13)) and [s.n for s in control] == [1, 2, 3, 4]
+    summary = summarize_session(samples, marks=(10,))
+    assert summary["turns"] == 12 and summary["control"]["turns"] == 4
+    ordinary = [s.seconds for s in control if not s.event]
+    assert summary["control"]["ordinary_turns"] == len(ordinary)
+    assert "control" not in summarize_session(main, marks=(10,))
+    from engine.eval.perf.report import _session_lines
+
+    assert any(line.startswith("control: a new user's turns 1-4") for line in _session_lines(summary))

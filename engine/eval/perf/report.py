@@ -27,6 +27,10 @@ from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_ve
 
 __all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"]
 
+#: A new user's first turns, played after the long session in the same store: turn 10's conditions
+#: timed at the session's end, so drift of the machine's speed shows apart from growth of the turn.
+CONTROL_TURNS = 10
+
 
 def _config_meta(cfg: MemoryConfig, *, sizes, stores, dim, repeats, other_users, seed, at) -> dict[str, Any]:
     return {
@@ -77,7 +81,8 @@ def run_perf(
                 turn_fn=turn_fn, progress=progress)
     session = None
     if session_turns > 0:
-        samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress, marks=marks)
+        samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress, marks=marks,
+                              control_turns=CONTROL_TURNS)
         session = summarize_session(samples, marks)
     return {"config": config, "sizes": per_store[stores[0]]["sizes"], "stores": per_store, "session": session}
 
@@ -125,6 +130,12 @@ def _session_lines(session: dict[str, Any]) -> list[str]:
         lines.append(f"{m['mark']:>6}{_fmt(m['ordinary_p50_ms']):>17}{m['ordinary_turns']:>9}"
                      f"{_fmt(m['event_p50_ms']):>14}  {','.join(map(str, m['event_turns'])) or '-':<16}{rows:>24}"
                      + _db_cells(m.get("db")))
+    control = session.get("control")
+    if control and control["ordinary_p50_ms"] is not None:
+        last = session["marks"][-1]["ordinary_p50_ms"] if session["marks"] else None
+        ratio = f"; turn {session['marks'][-1]['mark']} is {last / control['ordinary_p50_ms']:.2f}x it" if last else ""
+        lines.append(f"control: a new user's turns 1-{control['turns']} in the same store, played right after: "
+                     f"ordinary p50 {control['ordinary_p50_ms']:.1f} ms ({control['ordinary_turns']} turns){ratio}")
     return lines
 
 

@@ -83,6 +83,7 @@ class TurnSample:
     rows_read: int
     reads: dict[str, int]  # rows per read method
     db: dict[str, int] | None = None  # the database at this turn (measured at the report's marks only)
+    control: bool = False  # a turn of the control session (`run_session(control_turns=...)`)
 
 
 def measure_db(path: str) -> dict[str, int]:
@@ -100,9 +101,13 @@ def measure_db(path: str) -> dict[str, int]:
 
 
 def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: int = 0, dim: int = 384,
-                progress: Callable[[str], None] | None = None, marks: Sequence[int] = ()) -> list[TurnSample]:
+                progress: Callable[[str], None] | None = None, marks: Sequence[int] = (),
+                control_turns: int = 0) -> list[TurnSample]:
     """Play one session of `turns` scripted turns; one sample per turn (with the database's size
-    and log rows at the `marks`, measured after the timed turn)."""
+    and log rows at the `marks`, measured after the timed turn). `control_turns` > 0: then a new
+    user's first turns in the same store and engine (`control=True` samples, after the others):
+    turns as early as the session's first ones, timed minutes later, so a slower machine is told
+    apart from a slower turn (this 2-core machine's speed drifts 10-25 % over a run)."""
     at_marks = {int(m) for m in marks}
     talk = UserTalk(seed)
     steps = random.Random(seed + 1)
@@ -125,6 +130,16 @@ def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: 
                 clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
                 if progress and n % 100 == 0:
                     progress(f"session: turn {n}/{turns}")
+            control = UserTalk(seed + 2)
+            for n in range(1, control_turns + 1):
+                text = control()
+                store.reset()
+                t0 = time.perf_counter()
+                result = engine.turn("control-user", "control-session", text)
+                seconds = time.perf_counter() - t0
+                samples.append(TurnSample(n=n, seconds=seconds, event=bool(result.event_fired),
+                                          rows_read=store.rows_read(), reads=store.reads_by_method(), control=True))
+                clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
         finally:
             store.close()
     return samples
@@ -172,12 +187,21 @@ def _at_mark(samples: Sequence[TurnSample], mark: int, previous: int | None = No
 
 
 def summarize_session(samples: Sequence[TurnSample], marks: Sequence[int] = DEFAULT_MARKS) -> dict[str, Any]:
-    """Per mark (within the session's length): ordinary and event turn times and rows read."""
+    """Per mark (within the session's length): ordinary and event turn times and rows read; with
+    control samples, their ordinary turns' median."""
+    control = [s for s in samples if s.control]
+    samples = [s for s in samples if not s.control]
     length = len(samples)
     shown = [m for m in marks if m <= length]
-    return {
+    out: dict[str, Any] = {
         "turns": length,
         "events": sum(1 for s in samples if s.event),
         "step_seconds": list(STEP_SECONDS),
         "marks": [_at_mark(samples, m, prev) for m, prev in zip(shown, [None, *shown[:-1]])],
     }
+    if control:
+        ordinary = [s for s in control if not s.event]
+        out["control"] = {"what": "a new user's first turns in the same store and engine, played after the session",
+                          "turns": len(control), "ordinary_turns": len(ordinary),
+                          "ordinary_p50_ms": _ms([s.seconds for s in ordinary])}
+    return out
