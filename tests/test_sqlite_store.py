@@ -361,3 +361,30 @@ def test_full_text_stays_in_few_segments():
         assert len(store.search_bm25("u", "words3", k=500)) == 60 * 3
     finally:
         store.close()
+
+
+def test_bulk_load_leaves_one_segment_and_the_same_answers():
+    v = [[1.0, 0, 0, 0]] * 500
+    plain, bulk = SQLiteStore(":memory:", dim=4), SQLiteStore(":memory:", dim=4)
+    try:
+        batches = [[rec("u", f"row {b} {i} words{i % 9}") for i in range(500)] for b in range(6)]
+        for batch in batches:
+            plain.add_records(batch, v)
+        with bulk.bulk_load():
+            with bulk.bulk_load():  # nested blocks join the outer one
+                for batch in batches[:3]:
+                    bulk.add_records(batch, v)
+            assert bulk.conn.execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0] > 1
+            for batch in batches[3:]:
+                bulk.add_records(batch, v)
+        segments = "SELECT count(DISTINCT segid) FROM records_fts_idx"
+        assert bulk.conn.execute(segments).fetchone()[0] == 1 < plain.conn.execute(segments).fetchone()[0]
+        for q in ("words4", "row 3", "words1 words7"):
+            assert bulk.search_bm25("u", q, k=100) == plain.search_bm25("u", q, k=100)
+        with pytest.raises(RuntimeError), bulk.bulk_load():
+            bulk.add_records(batches[0], v)
+            raise RuntimeError
+        assert len(bulk.search_bm25("u", "words4", k=10000)) == 7 * sum(1 for i in range(500) if i % 9 == 4)
+    finally:
+        plain.close()
+        bulk.close()

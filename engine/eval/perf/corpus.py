@@ -47,8 +47,9 @@ STORE_FACTORIES: dict[str, Callable[[str, int], Any]] = {"sqlite": _sqlite_facto
 
 class bulk_loading:  # noqa: N801 - reads as a function at call sites
     """`with bulk_loading(store) as bulk:` the store's `bulk_load()` block where it has one
-    (PostgreSQL: the HNSW index built once at the end); `bulk.seconds` is what entering and
-    leaving it cost (the index build), for the ingest rate to include."""
+    (PostgreSQL: the HNSW index built once at the end; SQLite: the full-text index merged into one
+    segment at the end); `bulk.seconds` is what entering and leaving it cost (the index build),
+    for the ingest rate to include."""
 
     def __init__(self, store: Any):
         self._block = store.bulk_load() if callable(getattr(store, "bulk_load", None)) else None

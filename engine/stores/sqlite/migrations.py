@@ -256,11 +256,11 @@ def _record_writes(conn: Any, ctx: dict[str, Any]) -> None:
 
 
 def _fts_usermerge(conn: Any, ctx: dict[str, Any]) -> None:
-    """Full text in few segments: FTS5's `usermerge` 2 lets the 'merge' that every `add_records`
-    runs (engine.stores.sqlite.records) merge any two segments of a level, where the default (4)
-    leaves ~17 segments after 10k records in batches, each probed by every term lookup; with it, 2
-    at 10k and 5 at 100k (the keyword path's cold lookups 10 % faster, ingest 5-10 % slower;
-    benchmarks in the ARCHITECTURE notes). The option is stored in the index's config table."""
+    """Full text in few segments: FTS5's `usermerge` 2 lets the 'merge' that a small `add_records`
+    runs (a session's memory event; engine.stores.sqlite.records) merge any two segments of a level,
+    where FTS5's defaults leave one more segment every few events, each probed by every term lookup
+    (60 adds of 20 rows: 3 segments, 15 without). The option is stored in the index's config table.
+    Bulk loads leave merging to FTS5 and `bulk_load`'s optimize at the end."""
     run_statements(_executor(conn), [
         "INSERT INTO records_fts(records_fts, rank) VALUES ('usermerge', 2)",
     ], version=8)

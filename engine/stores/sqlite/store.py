@@ -89,6 +89,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         #: (user, id) -> record, read at record_writes `_by_id_at` (get_records)
         self._by_id: dict[tuple[str, int], Any] = {}
         self._by_id_at: int | None = None
+        self._bulk_depth = 0  # nested `bulk_load` blocks (engine.stores.sqlite.records)
         self._closed = False
         self._partition_sizes: dict[str, int] = {}
         self.vector_cache_bytes = int(max(0.0, float(vector_cache_mb)) * 2**20)
