@@ -118,28 +118,26 @@ def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: 
         store = CountingStore(SQLiteStore(path, dim=dim, embedder_name="hash"))
         try:
             engine = MemoryEngine(config, store=store, clock=clock, embedder=HashEmbeddings(dim))
-            for n in range(1, turns + 1):
-                text = talk()
+
+            def play(n: int, user_id: str, session_id: str, text: str, *, control: bool = False) -> None:
+                """One timed turn, its sample, and the clock's step to the next."""
                 store.reset()
                 t0 = time.perf_counter()
-                result = engine.turn("session-user", "long-session", text)
+                result = engine.turn(user_id, session_id, text)
                 seconds = time.perf_counter() - t0
                 samples.append(TurnSample(n=n, seconds=seconds, event=bool(result.event_fired),
                                           rows_read=store.rows_read(), reads=store.reads_by_method(),
-                                          db=measure_db(path) if n in at_marks else None))
+                                          db=measure_db(path) if n in at_marks and not control else None,
+                                          control=control))
                 clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
+
+            for n in range(1, turns + 1):
+                play(n, "session-user", "long-session", talk())
                 if progress and n % 100 == 0:
                     progress(f"session: turn {n}/{turns}")
-            control = UserTalk(seed + 2)
+            control_talk = UserTalk(seed + 2)
             for n in range(1, control_turns + 1):
-                text = control()
-                store.reset()
-                t0 = time.perf_counter()
-                result = engine.turn("control-user", "control-session", text)
-                seconds = time.perf_counter() - t0
-                samples.append(TurnSample(n=n, seconds=seconds, event=bool(result.event_fired),
-                                          rows_read=store.rows_read(), reads=store.reads_by_method(), control=True))
-                clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
+                play(n, "control-user", "control-session", control_talk(), control=True)
         finally:
             store.close()
     return samples
