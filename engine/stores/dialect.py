@@ -16,15 +16,40 @@ from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, ClassVar
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "PostgresDialect", "SQLiteDialect", "to_json", "utc_offset"]
+import orjson
+
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "PostgresDialect", "SQLiteDialect", "from_json", "to_json", "utc_offset"]
 
 
-_JSON = json.JSONEncoder(ensure_ascii=False)  # json.dumps(..., ensure_ascii=False) builds one per call
+#: What `to_json` accepts is what `json.dumps` accepts: a datetime or a dataclass goes to `_plain`
+#: (and is refused there), not to orjson's own encodings of them; int keys become strings.
+_ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME \
+    | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def to_json(value: Any) -> str:
-    """JSON as stored: text (not jsonb), non-ASCII kept, so key order and floats round-trip exactly."""
-    return _JSON.encode(value)
+    """JSON as stored: text (not jsonb), compact, non-ASCII kept, so key order and floats round-trip
+    exactly. orjson writes it (a retrieval's score rows in 1/4 of `json.dumps`'s time). Standard
+    JSON only: a non-finite float is written as null (`json.dumps` wrote the non-standard NaN)."""
+    return orjson.dumps(value, default=_plain, option=_ORJSON).decode()
+
+
+def from_json(text: str | bytes) -> Any:
+    """Stored JSON back as Python values (orjson; `json` for what orjson refuses and earlier
+    versions wrote: NaN, integers beyond 64 bits). Malformed text raises json.JSONDecodeError."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+def _plain(value: Any) -> Any:
+    """orjson's fallback: float and int subclasses as plain numbers; anything else refused as json refuses it."""
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, int):
+        return int(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def utc_offset(value: datetime | None) -> int | None:

@@ -14,7 +14,6 @@ asked (one index range per role, merged), whatever the session's length.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -32,7 +31,7 @@ from engine.core.records import (
     ScoreRow,
     UserProfile,
 )
-from engine.stores.dialect import Dialect, to_json
+from engine.stores.dialect import Dialect, from_json, to_json
 
 __all__ = ["COUNTED_TABLES", "USER_TABLES", "SharedSQL", "check_vector"]
 
@@ -205,9 +204,9 @@ class SharedSQL:
             ).fetchone()
         if row is None:
             return UserProfile(user_id=user_id)
-        return UserProfile.from_dict({"user_id": user_id, "fields": json.loads(row[0]), "version": row[1],
+        return UserProfile.from_dict({"user_id": user_id, "fields": from_json(row[0]), "version": row[1],
                                       "updated_at": self.dialect.decode_time(row[2], row[3]),
-                                      "sources": json.loads(row[4] or "{}")})
+                                      "sources": from_json(row[4] or "{}")})
 
     def save_profile(self, profile: UserProfile, history: ProfileHistoryEntry | None = None) -> None:
         if history is not None and history.user_id != profile.user_id:
@@ -237,7 +236,7 @@ class SharedSQL:
     def profile_history(self, user_id: str) -> list[ProfileHistoryEntry]:
         with self._read() as conn:
             rows = self._run(conn, "SELECT entry FROM profile_history WHERE user_id = ? ORDER BY id", (user_id,))
-            return [ProfileHistoryEntry.from_dict(json.loads(r[0])) for r in rows.fetchall()]
+            return [ProfileHistoryEntry.from_dict(from_json(r[0])) for r in rows.fetchall()]
 
     # -- cursors and settings -----------------------------------------------------------------------
 
@@ -273,7 +272,7 @@ class SharedSQL:
     def get_kv(self, user_id: str, key: str) -> Any | None:
         with self._read() as conn:
             row = self._run(conn, "SELECT value FROM kv WHERE user_id = ? AND key = ?", (user_id, key)).fetchone()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else from_json(row[0])
 
     def set_kv(self, user_id: str, key: str, value: Any) -> None:
         try:
@@ -326,7 +325,7 @@ class SharedSQL:
         with self._read() as conn:
             rows = self._run(conn, text, args).fetchall()
         return [Event(id=r[0], user_id=r[1], session_id=r[2], kind=r[3], at=self.dialect.decode_time(r[4], r[5]),
-                      turn=r[6], event_no=r[7], payload=json.loads(r[8])) for r in rows]  # fmt: skip
+                      turn=r[6], event_no=r[7], payload=from_json(r[8])) for r in rows]  # fmt: skip
 
     def _event_filters(self, user_id, session_id, kind, since, until, after_id) -> tuple[list[str], list[Any]]:
         where, args = ["1 = 1"], []
@@ -353,7 +352,7 @@ class SharedSQL:
     def scores(self, event_id: int) -> list[ScoreRow]:
         with self._read() as conn:
             rows = self._run(conn, "SELECT row FROM scores WHERE event_id = ? ORDER BY id", (int(event_id),))
-            return [ScoreRow.from_dict(json.loads(r[0])) for r in rows.fetchall()]
+            return [ScoreRow.from_dict(from_json(r[0])) for r in rows.fetchall()]
 
     def compact_log(
         self,

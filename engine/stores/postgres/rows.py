@@ -7,13 +7,12 @@ full-text body (`fts_text`, with its length for BM25) is what SQLite's FTS5 sees
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from engine.core.records import MemoryRecord, SourcePointer, TimeSpan
 from engine.core.text import index_text
-from engine.stores.dialect import POSTGRES, to_json, utc_offset
+from engine.stores.dialect import POSTGRES, from_json, to_json, utc_offset
 
 __all__ = ["RECORD_COLUMNS", "fts_text", "insert_row", "mutable_row", "record_from_row"]
 
@@ -42,7 +41,7 @@ def record_from_row(row: Mapping[str, Any]) -> MemoryRecord:
         reason=row["reason"],
         purpose=row["purpose"],
         keywords=tuple(row["keywords"]),
-        source=None if row["source"] is None else SourcePointer.from_dict(json.loads(row["source"])),
+        source=None if row["source"] is None else SourcePointer.from_dict(from_json(row["source"])),
         created_at=t["created_at"],
         last_reinforced_at=t["last_reinforced_at"],
         strengthen_count=row["strengthen_count"],

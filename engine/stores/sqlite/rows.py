@@ -7,7 +7,6 @@ JSON text. `valid` mirrors `invalid_at IS NULL` so the vector index can filter o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
@@ -23,7 +22,7 @@ from engine.core.records import (
     TimeSpan,
 )
 from engine.core.text import index_text, user_key
-from engine.stores.dialect import to_json
+from engine.stores.dialect import from_json, to_json
 
 __all__ = ["MUTABLE_COLUMNS", "RECORD_COLUMNS", "body_text", "fts_body", "ids_json", "insert_values", "mutable_values",
            "record_from_row"]
@@ -51,12 +50,12 @@ def _dt(value: str | None) -> datetime | None:
 @lru_cache(maxsize=4096)
 def _tags(text: str) -> tuple[str, ...]:
     """A record's tags from their JSON (few distinct values, parsed once each)."""
-    return tuple(json.loads(text))
+    return tuple(from_json(text))
 
 
 def ids_json(ids: Sequence[int]) -> str:
     """Ids as one JSON parameter for `IN (SELECT value FROM json_each(?))`."""
-    return json.dumps([int(i) for i in ids])
+    return to_json([int(i) for i in ids])
 
 
 #: MemoryRecord's slot setters in field order: a row the store wrote was validated when it was
@@ -102,11 +101,11 @@ def _build_record(row: Sequence[Any]) -> MemoryRecord:
     if row[6] is not None:
         time = TimeSpan(start=datetime.fromisoformat(row[6]), end=datetime.fromisoformat(row[7]),
                         granularity=row[8], text=row[9] or "")  # fmt: skip
-    source = None if row[14] is None else SourcePointer.from_dict(json.loads(row[14]))
+    source = None if row[14] is None else SourcePointer.from_dict(from_json(row[14]))
     created = datetime.fromisoformat(row[15])
     reinforced, valid_from, invalid_at, said_at = _dt(row[16]), _dt(row[18]), _dt(row[19]), _dt(row[21])
     values = (row[1], row[2], row[3], _tags(row[4]), row[5], time, row[10], row[11], row[12],
-              tuple(json.loads(row[13])), source, created, reinforced, row[17], valid_from, invalid_at,
+              tuple(from_json(row[13])), source, created, reinforced, row[17], valid_from, invalid_at,
               row[20], row[0], said_at, bool(row[22]))
     if (row[3] in MEMORY_TYPES and _tags_known(row[4]) and row[17] >= 0 and created.tzinfo is not None
             and all(d is None or d.tzinfo is not None for d in (reinforced, valid_from, invalid_at, said_at))):
