@@ -43,10 +43,14 @@ def test_keyword_prefilter_skips_only_records_scored_zero(seed):
         scorer = DimensionScorer(ParsedQuery(text=" ".join(kws), keywords=kws), weights)
         may = keyword_prefilter(scorer)
         assert may is not None or not all(k.isascii() for k in kws)
-        for r in recs:
-            if may is not None and not may(r):
+        kept = may(recs) if may is not None else list(range(len(recs)))
+        assert kept == sorted(set(kept))
+        for j, r in enumerate(recs):
+            if j not in kept:
                 skipped += 1
                 assert scorer(r) == 0.0, (kws, r.content, r.keywords, r.location)
+            if may is not None:  # one string for all records answers as each record alone
+                assert may([r]) == ([0] if j in kept else [])
     assert skipped > 0  # the test exercises the skip
 
 

@@ -21,10 +21,12 @@ and keywords are what BM25 already finds.)
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -112,12 +114,13 @@ def gather(
     if dim_active:
         scorer = DimensionScorer(query, config.dim_weights)
         may_credit = keyword_prefilter(scorer)
-        for rid, rec in records.items():
-            if may_credit is not None and not may_credit(rec):
-                continue  # a keywords-only score of exactly 0: not kept either way
+        scored = list(records.values())
+        if may_credit is not None:  # the others score a keywords-only 0: not kept either way
+            scored = [scored[j] for j in may_credit(scored)]
+        for rec in scored:
             s = scorer(rec)
             if s is not None and s > 0:
-                dim[rid] = s
+                dim[rec.id] = s
         keep = sorted(dim, key=lambda i: (-dim[i], i))[:k]
         dim = {i: dim[i] for i in keep}
     wanted = set(bm25) | set(dense) | set(dim) | set(extra_ids)
@@ -130,31 +133,59 @@ def gather(
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
 
 
-def keyword_prefilter(scorer: DimensionScorer) -> Callable[[MemoryRecord], bool] | None:
-    """For a keywords-only question (the common one), a cheap test that is False only for records
-    the dimension path scores exactly 0, so they need not be tokenised and scored.
+def keyword_prefilter(scorer: DimensionScorer) -> Callable[[Sequence[MemoryRecord]], list[int]] | None:
+    """For a keywords-only question (the common one), a cheap test over all the candidates at once
+    that leaves out only records the dimension path scores exactly 0, so they need not be tokenised
+    and scored: it returns the indexes (ascending) of the records that may score.
 
     On ASCII text every token of a record (and every keyword it states, and its lower-cased
     content) is a substring of its lower-cased content + keywords + location, so a record holding
     none of the question's keywords and keyword tokens as a substring there scores 0 on both the
-    token and the phrase part. Non-ASCII text (NFKC, curly apostrophes, segmentation) is scored."""
+    token and the phrase part. The records' texts are searched as one string (str.find per needle,
+    jumping to the next record after a hit), not record by record. Non-ASCII text (NFKC, curly
+    apostrophes, segmentation) is always scored."""
     if scorer.keys != ["keyword_tokens", "keyword_phrase"]:
         return None
     needles = tuple(dict.fromkeys([*scorer.kw_tokens, *scorer.q_kw]))
-    if not needles or not all(n.isascii() for n in needles):
+    if not needles or not all(n.isascii() and _SEP not in n for n in needles):
         return None
 
-    def may_credit(rec: MemoryRecord) -> bool:
-        keywords = rec.keywords
-        low = _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
-        if low is None:
-            return True
+    def may_credit(recs: Sequence[MemoryRecord]) -> list[int]:
+        hays = [_haystack(r) for r in recs]
+        found = {j for j, h in enumerate(hays) if h is None}
+        text = _SEP.join([h or "" for h in hays])
+        ends = list(accumulate(len(h or "") + 1 for h in hays))  # the separator's offset after each text
         for n in needles:
-            if n in low:
-                return True
-        return False
+            at = text.find(n)
+            while at >= 0:
+                j = bisect_right(ends, at)
+                found.add(j)
+                at = text.find(n, ends[j])
+        return sorted(found)
 
     return may_credit
+
+
+_SEP = "\x00"
+
+
+def _haystack(rec: MemoryRecord) -> str | None:
+    """`_ascii_haystack` of a record, kept per record object (records are frozen and the store
+    hands back the same objects while nothing was written), the object held so its id is not reused."""
+    got = _HAYS.get(id(rec))
+    if got is not None and got[0] is rec:
+        return got[1]
+    keywords = rec.keywords
+    hay = _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
+    if len(_HAYS) >= _HAYS_MAX:
+        _HAYS.clear()
+    _HAYS[id(rec)] = (rec, hay)
+    return hay
+
+
+#: `_haystack` by id(record), with the record itself (cleared when full: a bounded cache).
+_HAYS: dict[int, tuple[MemoryRecord, str | None]] = {}
+_HAYS_MAX = 1 << 14
 
 
 @lru_cache(maxsize=1 << 16)
@@ -162,7 +193,7 @@ def _ascii_haystack(content: str, keywords: tuple[str, ...], location: str) -> s
     """A record's lower-cased content + keywords + location for `keyword_prefilter`, None when it is
     not ASCII (cached by the record's text: every query's prefilter sees the same records)."""
     hay = f"{content} {' '.join(keywords)} {location}"
-    return hay.lower() if hay.isascii() else None
+    return hay.lower() if hay.isascii() and _SEP not in hay else None
 
 
 def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) -> dict[str, list[MemoryRecord]]:
