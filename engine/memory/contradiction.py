@@ -19,13 +19,13 @@ Every check that read a message is logged as a `contradiction` event.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from engine.core.config import GUARD_MODES
+from engine.core.lru import LRU
 from engine.core.records import MemoryRecord, Message
 from engine.memory.context import EngineContext
 from engine.memory.extraction import call_extractor, profile_name, to_records, window_message
@@ -62,9 +62,9 @@ class LiveRecords:
 
     def __init__(self, max_messages: int = 2048):
         self.max_messages = max_messages
-        self._by_message: OrderedDict[tuple[str, int], list[MemoryRecord]] = OrderedDict()
-        self._decisions: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
-        self._vectors: OrderedDict[str, Any] = OrderedDict()  # live record text → its embedding
+        self._by_message: LRU[tuple[str, int], list[MemoryRecord]] = LRU(max_messages)
+        self._decisions: LRU[tuple[str, str, int], Any] = LRU(4 * max_messages)
+        self._vectors: LRU[str, Any] = LRU(4 * max_messages)  # live record text → its embedding
         self._embedder: Any = None
 
     def vectors(self, ctx: EngineContext, texts: Sequence[str]) -> list[Any]:
@@ -74,26 +74,21 @@ class LiveRecords:
             self._vectors.clear()
             self._embedder = ctx.embedder
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if missing:
-            for t, v in zip(missing, ctx.embedder.embed_documents(missing), strict=True):
-                self._vectors[t] = v
+        fresh = dict(zip(missing, ctx.embedder.embed_documents(missing) if missing else [], strict=True))
+        out = []
         for t in texts:
-            self._vectors.move_to_end(t)
-        out = [self._vectors[t] for t in texts]
-        while len(self._vectors) > 4 * self.max_messages:
-            self._vectors.popitem(last=False)
+            v = fresh[t] if t in fresh else self._vectors.peek(t)
+            self._vectors.put(t, v)
+            out.append(v)
         return out
 
     def decide(self, ctx: EngineContext, user_id: str, new: MemoryRecord, old: MemoryRecord, sim: float) -> Any:
         """The consolidator's decision on a live record against a stored one (asked once per pair)."""
         key = (user_id, new.content, old.id)
         if key not in self._decisions:
-            self._decisions[key] = ctx.call_role("consolidator", ctx.models.consolidator.decide, ConsolidationInput(
-                new=record_view(new), existing=record_view(old), cosine=round(sim, 6)))
-            while len(self._decisions) > 4 * self.max_messages:
-                self._decisions.popitem(last=False)
-        self._decisions.move_to_end(key)
-        return self._decisions[key]
+            self._decisions.put(key, ctx.call_role("consolidator", ctx.models.consolidator.decide, ConsolidationInput(
+                new=record_view(new), existing=record_view(old), cosine=round(sim, 6))))
+        return self._decisions.get(key)
 
     def read(self, ctx: EngineContext, user_id: str, session_id: str, messages: Sequence[Message],
              now: datetime, *, event_no: int | None = None) -> tuple[list[MemoryRecord], list[int]]:
@@ -106,20 +101,15 @@ class LiveRecords:
             recs = to_records(out, fresh, user_id=user_id, session_id=session_id, now=now)
             for m in fresh:
                 self._remember((user_id, m.id), [r for r in recs if r.source and m.id in r.source.message_ids])
-        live = [r for m in messages for r in self._by_message.get((user_id, m.id), [])]
+        live = [r for m in messages for r in (self._by_message.peek((user_id, m.id)) or [])]
         return live, [m.id for m in fresh]
 
     def _remember(self, key: tuple[str, int], recs: list[MemoryRecord]) -> None:
-        self._by_message[key] = recs
-        self._by_message.move_to_end(key)
-        while len(self._by_message) > self.max_messages:
-            self._by_message.popitem(last=False)
+        self._by_message.put(key, recs)
 
     def forget_user(self, user_id: str) -> None:
-        for key in [k for k in self._by_message if k[0] == user_id]:
-            del self._by_message[key]
-        for dkey in [k for k in self._decisions if k[0] == user_id]:
-            del self._decisions[dkey]
+        self._by_message.drop(lambda k: k[0] == user_id)
+        self._decisions.drop(lambda k: k[0] == user_id)
         self._vectors.clear()
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import threading
 import time as _time
-from collections import OrderedDict
 from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from typing import Any, TypeVar
 from engine.core.clock import Clock, VirtualClock, ensure_aware
 from engine.core.config import MemoryConfig, Weights
 from engine.core.errors import ClockError, ConfigError, ModelCallError
+from engine.core.lru import LRU
 from engine.core.records import Event, MemoryRecord, Message, UserProfile
 from engine.core.tokens import ApproxTokenCounter, TokenCounter, content_text
 from engine.memory.context import Recovery
@@ -137,7 +137,7 @@ class MemoryEngine:
         self.last_retrieval: Retrieval | None = None
         self._lock = threading.RLock()
         self._last_now: datetime | None = None
-        self._prepared: OrderedDict[tuple[str, str], PreparedTurn] = OrderedDict()
+        self._prepared: LRU[tuple[str, str], PreparedTurn] = LRU(MAX_PREPARED)
 
     # ------------------------------------------------------------------ the turn
     def turn(self, user_id: str, session_id: str, text: str, *, name: str | None = None) -> TurnResult:
@@ -197,7 +197,7 @@ class MemoryEngine:
         with self._lock:
             key = (user_id, session_id)
             last = last_user_message(self.store, user_id, session_id)
-            cached = self._prepared.get(key)
+            cached = self._prepared.peek(key)
             if cached is not None and last is not None and cached.user_message_id == last.id:
                 prompt = self.rebuild_prompt(cached)
                 self.log(user_id, session_id, "reuse", {"user_message_id": last.id, "record_ids": list(prompt.record_ids),
@@ -205,10 +205,7 @@ class MemoryEngine:
                          event_no=cached.event_no)
                 return replace(cached, prompt=prompt)
             prepared = self.remember_and_recall(user_id, session_id)
-            self._prepared[key] = prepared
-            self._prepared.move_to_end(key)
-            while len(self._prepared) > MAX_PREPARED:
-                self._prepared.popitem(last=False)
+            self._prepared.put(key, prepared)
             return prepared
 
     def rebuild_prompt(self, prepared: PreparedTurn) -> BuiltPrompt:
@@ -369,8 +366,7 @@ class MemoryEngine:
         with self._lock:
             self.events_log.forget_user(user_id)
             self._compaction.forget_user(user_id)
-            for key in [k for k in self._prepared if k[0] == user_id]:
-                del self._prepared[key]
+            self._prepared.drop(lambda k: k[0] == user_id)
             self.live_records.forget_user(user_id)
             expansion.forget_user(user_id)  # the in-process message vectors of message candidates
             return self.store.forget_user(user_id)

@@ -7,12 +7,12 @@ logged turn).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from engine.core.lru import LRU
 from engine.core.records import Event
 from engine.stores.base import Store
 
@@ -28,24 +28,22 @@ class EventLog:
     def __init__(self, store: Store, *, max_sessions: int = MAX_TRACKED_SESSIONS):
         self.store = store
         self.max_sessions = max_sessions
-        self._turns: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._turns: LRU[tuple[str, str], int] = LRU(max_sessions)
         self._collect: list[Event] | None = None
 
     def turn(self, user_id: str, session_id: str) -> int | None:
         """The session's current turn number (None before its first turn)."""
-        return self._turns.get((user_id, session_id))
+        return self._turns.peek((user_id, session_id))
 
     def next_turn(self, user_id: str, session_id: str) -> int:
         """Count one more turn of the session; returns its number (1 for the first)."""
         key = (user_id, session_id)
-        if key not in self._turns:
+        n = self._turns.peek(key)
+        if n is None:
             last = self.store.events(user_id=user_id, session_id=session_id, newest_first=True, limit=1)
-            self._turns[key] = int(last[0].turn or 0) if last else 0
-        self._turns[key] += 1
-        self._turns.move_to_end(key)
-        while len(self._turns) > self.max_sessions:
-            self._turns.popitem(last=False)
-        return self._turns[key]
+            n = int(last[0].turn or 0) if last else 0
+        self._turns.put(key, n + 1)
+        return n + 1
 
     def append(self, user_id: str, session_id: str, kind: str, payload: Mapping[str, Any], *, at: datetime,
                event_no: int | None = None) -> Event:
@@ -69,5 +67,4 @@ class EventLog:
             self._collect = outer
 
     def forget_user(self, user_id: str) -> None:
-        for key in [k for k in self._turns if k[0] == user_id]:
-            del self._turns[key]
+        self._turns.drop(lambda k: k[0] == user_id)

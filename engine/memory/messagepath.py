@@ -22,11 +22,11 @@ the candidates' source ids.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from engine.core.lru import LRU
 from engine.core.records import MemoryRecord
 
 __all__ = ["message_scores", "MessageVectors", "MESSAGE_VECTOR_CACHE", "unit", "vectors_for"]
@@ -47,23 +47,23 @@ class MessageVectors:
     def __init__(self, embed: Callable[[list[str]], list[list[float]]], limit: int = MESSAGE_VECTOR_CACHE):
         self.embed = embed
         self.limit = int(limit)
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: LRU[str, np.ndarray] = LRU(self.limit)
         self._lock = threading.Lock()
 
     def __call__(self, texts: Sequence[str]) -> list[np.ndarray]:
         with self._lock:
             todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        got = self.embed(todo) if todo else []
+        fresh = dict(zip(todo, (unit(v) for v in (self.embed(todo) if todo else [])), strict=True))
         with self._lock:
-            for t, v in zip(todo, got, strict=True):
-                self._cache[t] = unit(v)
             out = []
             for t in texts:
-                v = self._cache[t]
-                self._cache.move_to_end(t)
+                v = fresh.get(t)
+                if v is None:
+                    v = self._cache.get(t)
+                if v is None:  # another thread's texts pushed it out meanwhile
+                    v = fresh[t] = unit(self.embed([t])[0])
+                self._cache.put(t, v)
                 out.append(v)
-            while len(self._cache) > self.limit:
-                self._cache.popitem(last=False)
             return out
 
 

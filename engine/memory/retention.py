@@ -36,10 +36,10 @@ touched, so short replays and the golden logs are unchanged.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.core.lru import LRU
 from engine.core.records import Event
 from engine.stores.base import Store
 
@@ -86,21 +86,17 @@ class CompactionHints:
 
     def __init__(self, max_sessions: int = 4096):
         self.max_sessions = max_sessions
-        self._due: OrderedDict[tuple[str, str, int], int] = OrderedDict()
+        self._due: LRU[tuple[str, str, int], int] = LRU(max_sessions)
 
     def not_due(self, user_id: str, session_id: str, full_turns: int, turn: int) -> bool:
-        return turn < self._due.get((user_id, session_id, full_turns), 0)
+        return turn < (self._due.peek((user_id, session_id, full_turns)) or 0)
 
     def learn(self, user_id: str, session_id: str, full_turns: int, due: int) -> None:
         key = (user_id, session_id, full_turns)
-        self._due[key] = due
-        self._due.move_to_end(key)
-        while len(self._due) > self.max_sessions:
-            self._due.popitem(last=False)
+        self._due.put(key, due)
 
     def forget_user(self, user_id: str) -> None:
-        for key in [k for k in self._due if k[0] == user_id]:
-            del self._due[key]
+        self._due.drop(lambda k: k[0] == user_id)
 
 
 def compact_session(store: Store, user_id: str, session_id: str, *, turn: int, full_turns: int,

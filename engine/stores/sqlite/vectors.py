@@ -18,10 +18,11 @@ with vec0 instead.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+
+from engine.core.lru import LRU
 
 __all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition", "partition_from_rows"]
 
@@ -359,13 +360,16 @@ class VectorCache:
     def __init__(self, *, budget_bytes: int, dim: int):
         self.budget_bytes = int(budget_bytes)
         self.dim = int(dim)
-        self._parts: OrderedDict[str, VectorPartition] = OrderedDict()
+        self._parts: LRU[str, VectorPartition] = LRU(self.budget_bytes, weigh=_nbytes)
 
     def __contains__(self, user_id: object) -> bool:
         return user_id in self._parts
 
     def __getitem__(self, user_id: str) -> VectorPartition:
-        return self._parts[user_id]
+        part = self._parts.peek(user_id)
+        if part is None:
+            raise KeyError(user_id)
+        return part
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._parts)
@@ -384,33 +388,28 @@ class VectorCache:
 
     def current(self, user_id: str, version: int) -> VectorPartition | None:
         """The user's copy when it is at `version` (marked most recently used); a stale one is dropped."""
-        part = self._parts.get(user_id)
+        part = self._parts.peek(user_id)
         if part is None:
             return None
         if part.version != version:
-            del self._parts[user_id]
+            self._parts.pop(user_id)
             return None
-        self._parts.move_to_end(user_id)
-        return part
-
-    def put(self, user_id: str, part: VectorPartition) -> VectorPartition | None:
-        """Keep a copy as the most recently used; returns it, or None when the budget evicted it."""
-        self._parts[user_id] = part
-        self._parts.move_to_end(user_id)
-        self._trim()
         return self._parts.get(user_id)
 
+    def put(self, user_id: str, part: VectorPartition) -> VectorPartition | None:
+        """Keep a copy as the most recently used; returns it, or None when the budget evicted it.
+        Its size is taken now: a kept copy is patched only after `pop` and kept again with `put`."""
+        return part if self._parts.put(user_id, part) else None
+
     def pop(self, user_id: str) -> VectorPartition | None:
-        return self._parts.pop(user_id, None)
+        return self._parts.pop(user_id)
 
     def clear(self) -> None:
         self._parts.clear()
 
-    def _trim(self) -> None:
-        total = sum(p.nbytes for p in self._parts.values())
-        while self._parts and total > self.budget_bytes:
-            _, evicted = self._parts.popitem(last=False)
-            total -= evicted.nbytes
+
+def _nbytes(part: VectorPartition) -> int:
+    return part.nbytes
 
 
 def partition_from_rows(version: int, rows: Sequence[tuple[int, int, bytes]], dim: int) -> VectorPartition:

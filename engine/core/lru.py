@@ -1,0 +1,124 @@
+"""One bounded, least-recently-used map for the engine's and the stores' in-process caches.
+
+Every cache on the turn path (session turn numbers, prepared turns, compaction hints, live-window
+extractions and decisions, message vectors, BM25 postings, vector partitions) keeps what it was
+last asked for and forgets the oldest when full. `LRU` is that rule once: each entry weighs
+`weigh(value)` (1 when no weigher is given, so the budget is a count), reading (`get`) or storing
+(`put`) an entry makes it the most recently used, and the least recently used leave first while
+the weights exceed the budget. `peek` and `replace` leave the order alone (a lookup that is not a
+use, a patch of what is kept). Not thread-safe by itself: its owners hold their own locks.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["LRU"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """A map of at most `budget` in weight; the least recently used entries leave first."""
+
+    __slots__ = ("budget", "_weigh", "_items", "_weights", "_total")
+
+    def __init__(self, budget: int, weigh: Callable[[V], int] | None = None) -> None:
+        if int(budget) < 0:
+            raise ValueError(f"an LRU budget cannot be negative (got {budget})")
+        self.budget = int(budget)
+        self._weigh = weigh
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._weights: dict[K, int] = {}
+        self._total = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[K]:
+        """The keys, least recently used first."""
+        return iter(self._items)
+
+    @property
+    def weight(self) -> int:
+        """The kept entries' weights in all (their count without a weigher)."""
+        return self._total
+
+    def values(self) -> list[V]:
+        return list(self._items.values())
+
+    def items(self) -> list[tuple[K, V]]:
+        """(key, value) pairs, least recently used first."""
+        return list(self._items.items())
+
+    def get(self, key: K, default: V | None = None) -> V | None:
+        """The value of `key`, now the most recently used; `default` when it is not kept."""
+        items = self._items
+        if key not in items:
+            return default
+        items.move_to_end(key)
+        return items[key]
+
+    def peek(self, key: K, default: V | None = None) -> V | None:
+        """The value of `key` without counting it as a use."""
+        return self._items.get(key, default)
+
+    def put(self, key: K, value: V) -> bool:
+        """Keep `value` as the most recently used and forget the oldest over the budget; False when
+        it was not kept (alone heavier than the budget: then nothing else is evicted for it)."""
+        w = self._weight_of(value)
+        if w > self.budget:
+            self.pop(key)
+            return False
+        self._set(key, value, w)
+        self._items.move_to_end(key)
+        self._trim()
+        return True
+
+    def replace(self, key: K, value: V) -> None:
+        """Change a kept entry in its place (not a use); the budget is enforced by `trim`."""
+        if key not in self._items:
+            raise KeyError(key)
+        self._set(key, value, self._weight_of(value))
+
+    def trim(self) -> None:
+        """Forget the least recently used entries until the weights fit the budget."""
+        self._trim()
+
+    def pop(self, key: K, default: V | None = None) -> V | None:
+        if key not in self._items:
+            return default
+        self._total -= self._weights.pop(key)
+        return self._items.pop(key)
+
+    def drop(self, where: Callable[[K], bool]) -> int:
+        """Forget every entry whose key `where` accepts (a user's entries); returns how many."""
+        gone = [k for k in self._items if where(k)]
+        for k in gone:
+            self.pop(k)
+        return len(gone)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._weights.clear()
+        self._total = 0
+
+    def _weight_of(self, value: V) -> int:
+        return 1 if self._weigh is None else int(self._weigh(value))
+
+    def _set(self, key: K, value: V, w: int) -> None:
+        self._total += w - self._weights.get(key, 0)
+        self._weights[key] = w
+        self._items[key] = value
+
+    def _trim(self) -> None:
+        items, weights = self._items, self._weights
+        while items and self._total > self.budget:
+            key, _ = items.popitem(last=False)
+            self._total -= weights.pop(key)
