@@ -96,3 +96,46 @@ def test_candidate_set_inputs_are_the_records():
                for i, r in recs.items()}
     cs = CandidateSet.from_records(changed, {}, path_scores={}, now=T0, count_tokens=lambda r: 1)
     assert all(t == ("episode",) for t in cs.tags)
+
+
+def _fuse_by_candidate(results, path_weights, mode):
+    """Fusion written one candidate at a time (what the array form must equal exactly)."""
+    from engine.memory.retrieval import _minmax
+
+    ids = list(results.records)
+    active = {p: w for p, w in path_weights.items() if w > 0 and getattr(results, p)}
+    if "dim" in active and not results.dim_active:
+        active.pop("dim")
+    if not active:
+        return {i: 0.0 for i in ids}
+
+    def anchored(scores):
+        hi = max(scores.values())
+        return {i: 0.0 for i in scores} if hi <= 1e-12 else {i: max(0.0, s) / hi for i, s in scores.items()}
+
+    scale = _minmax if mode == "minmax" else anchored
+    pairs = [(w, scale(getattr(results, p))) for p, w in active.items()]
+    total = sum(active.values())
+    return {i: float(sum([w * normed.get(i, 0.0) for w, normed in pairs]) / total) for i in ids}
+
+
+@pytest.mark.parametrize("mode", ["anchored", "minmax"])
+@pytest.mark.parametrize("seed", range(8))
+def test_array_fusion_equals_fusion_one_candidate_at_a_time(seed, mode):
+    from engine.memory.retrieval import PathResults, fuse
+
+    rng = random.Random(seed)
+    for _ in range(50):
+        ids = rng.sample(range(1, 400), rng.randint(0, 40))
+
+        def path():
+            return {i: rng.choice([0.0, -0.0, rng.random() * 12, -rng.random(), 1e-13])
+                    for i in rng.sample(ids, rng.randint(0, len(ids)))}
+
+        res = PathResults(bm25=path(), dense=path(), dim=path(), records={i: None for i in sorted(ids)},
+                          dim_active=rng.random() < 0.7)
+        weights = {"bm25": rng.random(), "dense": rng.random(), "dim": rng.choice([0.0, rng.random()])}
+        got = fuse(res, path_weights=weights, mode=mode)
+        want = _fuse_by_candidate(res, weights, mode)
+        assert list(got) == list(want)
+        assert [repr(v) for v in got.values()] == [repr(v) for v in want.values()]  # bit for bit, sign of 0 too

@@ -63,7 +63,7 @@ def rank(cands: CandidateSet, *, config: MemoryConfig, weights: Weights | None =
     scores = _scores(cands, config=config, weights=w)
     # stable order: S descending, then record id ascending (deterministic ties)
     S, ids = scores.Sl, cands.ids
-    order = sorted(range(len(cands)), key=lambda i: (-S[i], ids[i]))
+    order = np.lexsort((np.asarray(ids), -scores.S)).tolist()  # stable: S descending, then id ascending
     fill = order
     if config.diversity > 0 and cands.vectors is not None:
         fill = diverse_order(order, cands.vectors, scores.S, diversity=config.diversity, pool=config.diversity_pool,

@@ -243,15 +243,20 @@ def _minmax(scores: Mapping[int, float]) -> dict[int, float]:
     return {i: (s - lo) / (hi - lo) for i, s in scores.items()}
 
 
-def _anchored(scores: Mapping[int, float], anchor: float = 0.0) -> dict[int, float]:
-    """Scores scaled so the best is 1 and `anchor` (no evidence: a BM25 or dimension score of 0, a
-    cosine of 0) is 0; a path whose best score does not clear the anchor gives no evidence at all."""
-    if not scores:
-        return {}
-    hi = max(scores.values())
-    if hi <= anchor + 1e-12:
-        return {i: 0.0 for i in scores}
-    return {i: max(0.0, s - anchor) / (hi - anchor) for i, s in scores.items()}
+def _scaled(scores: Mapping[int, float], ids: Sequence[int], mode: str) -> np.ndarray:
+    """A path's scores scaled, over the candidates `ids` (0 where the path did not find one).
+
+    "anchored": the best is 1 and no evidence (a BM25 or dimension score of 0, a cosine of 0) is
+    0; a path whose best score does not clear 0 gives no evidence at all. "minmax": the path's
+    worst is 0 and its best 1."""
+    n = len(ids)
+    if mode == "minmax":
+        normed = _minmax(scores)
+        return np.fromiter((normed.get(i, 0.0) for i in ids), dtype=float, count=n)
+    hi = max(scores.values()) if scores else 0.0
+    if hi <= 1e-12:
+        return np.zeros(n)
+    return np.maximum(0.0, np.fromiter((scores.get(i, 0.0) for i in ids), dtype=float, count=n)) / hi
 
 
 def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str = "anchored") -> dict[int, float]:
@@ -273,9 +278,12 @@ def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str =
     if not active:
         return {i: 0.0 for i in ids}
     total = sum(active.values())
-    scale = _minmax if mode == "minmax" else _anchored
-    pairs = [(w, scale(getattr(results, p))) for p, w in active.items()]
-    return {i: float(sum([w * normed.get(i, 0.0) for w, normed in pairs]) / total) for i in ids}
+    # as arrays over the candidates (id order), added path by path in the order of `path_weights`:
+    # the same floating-point operations, in the same order, as a sum per candidate
+    acc = np.zeros(len(ids))
+    for p, w in active.items():
+        acc = acc + w * _scaled(getattr(results, p), ids, mode)
+    return dict(zip(ids, (acc / total).tolist(), strict=True))
 
 
 def candidate_set(results: PathResults, R: Mapping[int, float], *, now: datetime,
