@@ -191,3 +191,46 @@ def test_own_reinforcement_patches_the_kept_records(setup):
         raise RuntimeError
     assert store.get_records("u", [rs[2].id])[0].strengthen_count == 0
     assert tagged(store) == fresh(path)
+
+
+def test_own_adds_supersedes_and_updates_keep_the_other_kept_records(setup):
+    """After this store's own insert, supersede or update, the records kept by `get_records` stay
+    (the changed row is replaced by what a read gives back) and equal, field for field, a fresh
+    store's read; the tagged read is read again and shows the write."""
+    store, path, rs, rng = setup
+    ids = [r.id for r in rs[:4]]
+    store.get_records("u", ids)
+    new = store.add_records([rec("u", "likes tea now", tags=("preference",))], unit(rng, 1, DIM))[0]
+    store.supersede("u", rs[0].id, new.id, T0 + timedelta(hours=2))
+    store.update_record(replace(store.get_records("u", [rs[1].id])[0], content="likes green tea"))
+    statements = []
+    store.conn.set_trace_callback(statements.append)
+    try:
+        got = store.get_records("u", ids)
+    finally:
+        store.conn.set_trace_callback(None)
+    assert not [s for s in statements if "FROM records" in s], statements  # served from memory
+    other = SQLiteStore(path, dim=DIM)
+    try:
+        assert got == other.get_records("u", ids)
+        assert store.records("u", tags_any=["preference"], limit=9, newest_first=True) == other.records(
+            "u", tags_any=["preference"], limit=9, newest_first=True)
+    finally:
+        other.close()
+    assert not got[0].is_current and got[0].superseded_by == new.id and got[1].content == "likes green tea"
+    assert tagged(store) == fresh(path)
+
+
+def test_a_write_by_another_connection_between_read_and_own_write_still_shows(setup):
+    """The kept records are carried across an own write only when nothing else wrote since they were
+    read: a hand edit through another connection first means everything is read again."""
+    store, path, rs, rng = setup
+    store.get_records("u", [rs[2].id])
+    hand = sqlite3.connect(path)
+    try:
+        hand.execute("UPDATE records SET content = 'edited by hand' WHERE id = ?", (rs[2].id,))
+        hand.commit()
+    finally:
+        hand.close()
+    store.add_records([rec("u", "another", tags=("preference",))], unit(rng, 1, DIM))
+    assert store.get_records("u", [rs[2].id])[0].content == "edited by hand"

@@ -122,6 +122,7 @@ class SQLiteRecords:
         bodies = [fts_body(r) for r in records]  # outside the write lock: tokenising is the slow part
         bits = np.packbits(mat > 0, axis=1, bitorder="little")
         with self._write() as conn:
+            before = self._record_writes(conn)
             out = self._assign_ids(conn, records)
             conn.executemany(
                 f"INSERT INTO records(id, user_id, {MUTABLE_COLUMNS}, created_at, created_ts, invalid_at, "
@@ -146,6 +147,7 @@ class SQLiteRecords:
                 self._bump(conn, uid, lambda part, idx=idx: part.append(
                     [out[i].id for i in idx], mat[idx],
                     [out[i].invalid_at is None for i in idx]))
+            self._kept_across(conn, before)  # new rows: every kept record is as it was
         return out
 
     @contextmanager
@@ -316,8 +318,12 @@ class SQLiteRecords:
     def update_record(self, record: MemoryRecord, vector: Sequence[float] | None = None) -> MemoryRecord:
         arr = None if vector is None else self._vector(vector, "update_record vector")
         with self._write() as conn:
-            _, valid = self._require_record(conn, record.user_id, record.id, "update a record")
-            old = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id = ?", (record.id,)).fetchone()
+            before = self._record_writes(conn)
+            found = conn.execute(f"SELECT valid, {RECORD_COLUMNS} FROM records WHERE id = ? AND user_id = ?",
+                                 (record.id, record.user_id)).fetchone()
+            if found is None:
+                self._require_record(conn, record.user_id, record.id, "update a record")  # raises, saying why
+            valid, old = found[0], found[1:]
             body = fts_body(record)
             self._postings.written([(record.id, fts_body(record_from_row(old)), body)])  # the terms it loses and gains
             sets = ", ".join(f"{c.strip()} = ?" for c in MUTABLE_COLUMNS.split(","))
@@ -331,7 +337,9 @@ class SQLiteRecords:
                 self._insert_vec(conn, record.id, record.user_id, bool(valid), arr)
                 self._bump(conn, record.user_id, lambda part: part.set_vector(record.id, arr))
             row = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id = ?", (record.id,)).fetchone()
-            return record_from_row(row)
+            updated = record_from_row(row)
+            self._kept_across(conn, before, {(record.user_id, record.id): updated})
+            return updated
 
     def reinforce(self, user_id: str, ids: Sequence[int], at: datetime) -> None:
         ensure_aware(at, what="reinforce time")
@@ -368,9 +376,25 @@ class SQLiteRecords:
             if n == before:  # another user's kept records are as they were
                 self._tagged_cache[key] = (after, tuple(patched(r) for r in got) if key[0] == user_id else got)
 
+    def _kept_across(self, conn: Any, before: int | None,
+                     changed: Mapping[tuple[str, int], MemoryRecord] | None = None) -> None:
+        """Carry the records `get_records` keeps across this connection's own write of record rows:
+        when nothing else wrote since they were read (their counter is `before`), the write's
+        `changed` rows (as a read gives them back) replace the kept ones and the rest stay (an
+        insert changes no kept row). The tagged reads are read again (a new or superseded record
+        changes which are newest). A rollback drops everything kept, as for any write."""
+        after = self._record_writes(conn)
+        if before is None or after is None or self._by_id_at != before:
+            return
+        for key, rec in (changed or {}).items():
+            if key in self._by_id:
+                self._by_id[key] = rec
+        self._by_id_at = after
+
     def supersede(self, user_id: str, old_id: int, new_id: int, at: datetime) -> None:
         ensure_aware(at, what="supersede time")
         with self._write() as conn:
+            before = self._record_writes(conn)
             _, was_valid = self._require_record(conn, user_id, old_id, "supersede a record")
             self._require_record(conn, user_id, new_id, "supersede with a record")
             conn.execute(
@@ -381,6 +405,9 @@ class SQLiteRecords:
             if was_valid:
                 self._count_change(conn, user_id, 0, -1)
             self._bump(conn, user_id, lambda part: part.set_valid(int(old_id), False))
+            key = (user_id, int(old_id))
+            self._kept_across(conn, before, {key: rec for rec in self._get_records(conn, user_id, [int(old_id)])}
+                              if key in self._by_id and self._by_id_at == before else {})
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, list[float]]:
         out: dict[int, list[float]] = {}
