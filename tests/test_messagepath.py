@@ -87,6 +87,9 @@ def test_message_vectors_cache_embeds_each_text_once_and_stays_bounded():
     assert calls == [["ab", "abc"], ["x"]]
     mv(["abc"])
     assert calls[-1] == ["abc"] and len(mv._cache) == 2
+    # full: a new text with the least recently used one, which keeping the new one pushes out after it is read
+    got = mv(["new", "ab"])
+    assert calls[-1] == ["new"] and all(v is not None for v in got) and len(mv._cache) == 2
 
 
 def _store_with_a_question_and_answer():

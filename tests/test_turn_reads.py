@@ -60,3 +60,22 @@ def test_live_records_embed_each_text_once():
     ctx.embedder = Counting()  # another embedder: nothing cached is reused
     live.vectors(ctx, ["a b"])
     assert calls[-1] == ["a b"]
+
+
+def test_live_record_vectors_of_a_full_cache_return_every_text():
+    """Keeping a new text's vector may push out the least recently used one; a call asking for both
+    still gets both (read first, then kept), without embedding the old one again."""
+    calls = []
+    emb = HashEmbeddings(32)
+
+    class Counting:
+        def embed_documents(self, texts):
+            calls.append(list(texts))
+            return emb.embed_documents(texts)
+
+    ctx = SimpleNamespace(embedder=Counting())
+    live = LiveRecords(max_messages=1)  # 4 vectors kept
+    live.vectors(ctx, ["a", "b", "c", "d"])
+    got = live.vectors(ctx, ["new", "a"])  # "a" is the least recently used
+    assert calls[-1] == ["new"]
+    assert got == emb.embed_documents(["new", "a"])

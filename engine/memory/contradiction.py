@@ -75,11 +75,9 @@ class LiveRecords:
             self._embedder = ctx.embedder
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
         fresh = dict(zip(missing, ctx.embedder.embed_documents(missing) if missing else [], strict=True))
-        out = []
-        for t in texts:
-            v = fresh[t] if t in fresh else self._vectors.peek(t)
+        out = [fresh[t] if t in fresh else self._vectors.get(t) for t in texts]  # read (and used) first:
+        for t, v in fresh.items():  # keeping the new ones may push out the oldest
             self._vectors.put(t, v)
-            out.append(v)
         return out
 
     def decide(self, ctx: EngineContext, user_id: str, new: MemoryRecord, old: MemoryRecord, sim: float) -> Any:

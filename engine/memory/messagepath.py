@@ -55,15 +55,13 @@ class MessageVectors:
             todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
         fresh = dict(zip(todo, (unit(v) for v in (self.embed(todo) if todo else [])), strict=True))
         with self._lock:
-            out = []
-            for t in texts:
-                v = fresh.get(t)
-                if v is None:
-                    v = self._cache.get(t)
-                if v is None:  # another thread's texts pushed it out meanwhile
-                    v = fresh[t] = unit(self.embed([t])[0])
+            out = [fresh[t] if t in fresh else self._cache.get(t) for t in texts]  # read (and used) first
+            lost = list(dict.fromkeys(t for t, v in zip(texts, out, strict=True) if v is None))
+            if lost:  # another thread's texts pushed them out meanwhile
+                fresh.update({t: unit(v) for t, v in zip(lost, self.embed(lost), strict=True)})
+                out = [fresh[t] if v is None else v for t, v in zip(texts, out, strict=True)]
+            for t, v in fresh.items():  # keeping the new ones may push out the oldest
                 self._cache.put(t, v)
-                out.append(v)
             return out
 
 
