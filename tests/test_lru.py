@@ -45,6 +45,17 @@ def test_weights_bound_the_total_and_an_entry_over_the_budget_evicts_nothing():
     assert list(lru) == ["b"] and lru.weight == 3
 
 
+def test_reweigh_follows_values_that_grew_in_place():
+    lru: LRU[str, list[int]] = LRU(6, weigh=len)
+    a, b = [1, 2], [1, 2]
+    lru.put("a", a)
+    lru.put("b", b)
+    a.extend([3, 4, 5])  # "a" grew after it was kept
+    assert lru.weight == 4
+    lru.reweigh()
+    assert list(lru) == ["b"] and lru.weight == 2
+
+
 def test_drop_pop_clear():
     lru: LRU[tuple[str, int], int] = LRU(10)
     for u in ("u1", "u2"):

@@ -183,3 +183,26 @@ def test_any_interleaving_of_two_writers_stays_exact(tmp_path_factory, ops):
     finally:
         a.close()
         b.close()
+
+
+def test_vector_cache_counts_a_copy_that_grew_after_it_was_kept():
+    """A kept copy builds its sign-bit codes on its first search: the next `put` weighs it as it is
+    now, so the budget holds (as it did when every put summed the copies' sizes)."""
+    from engine.stores.sqlite.vectors import VectorCache, partition_from_rows
+
+    dim = 64
+    gen = np.random.default_rng(3)
+
+    def part(n):
+        return partition_from_rows(1, [(i + 1, 1, gen.standard_normal(dim).astype(np.float32).tobytes())
+                                       for i in range(n)], dim)
+
+    a, b = part(200), part(200)
+    b.codes  # b at its full size
+    small = a.nbytes
+    cache = VectorCache(budget_bytes=small + b.nbytes + 64, dim=dim)
+    assert cache.put("a", a) is a
+    a.codes  # a's first search: it grows in place while kept
+    assert a.nbytes > small + 64
+    assert cache.put("b", b) is b
+    assert "a" not in cache and "b" in cache  # a as it is now + b are over the budget: a (older) left

@@ -6,7 +6,9 @@ last asked for and forgets the oldest when full. `LRU` is that rule once: each e
 `weigh(value)` (1 when no weigher is given, so the budget is a count), reading (`get`) or storing
 (`put`) an entry makes it the most recently used, and the least recently used leave first while
 the weights exceed the budget. `peek` and `replace` leave the order alone (a lookup that is not a
-use, a patch of what is kept). Not thread-safe by itself: its owners hold their own locks.
+use, a patch of what is kept). An entry is weighed when it is kept; `reweigh` weighs them all
+again for values that change size in place. Not thread-safe by itself: its owners hold their own
+locks.
 """
 
 from __future__ import annotations
@@ -86,6 +88,13 @@ class LRU(Generic[K, V]):
         if key not in self._items:
             raise KeyError(key)
         self._set(key, value, self._weight_of(value))
+
+    def reweigh(self) -> None:
+        """Weigh every kept entry again (values that grew or shrank in place since they were kept)
+        and forget the least recently used over the budget."""
+        self._weights = {k: self._weight_of(v) for k, v in self._items.items()}
+        self._total = sum(self._weights.values())
+        self._trim()
 
     def trim(self) -> None:
         """Forget the least recently used entries until the weights fit the budget."""

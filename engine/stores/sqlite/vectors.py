@@ -398,7 +398,9 @@ class VectorCache:
 
     def put(self, user_id: str, part: VectorPartition) -> VectorPartition | None:
         """Keep a copy as the most recently used; returns it, or None when the budget evicted it.
-        Its size is taken now: a kept copy is patched only after `pop` and kept again with `put`."""
+        Every kept copy is weighed again first: one grows in place after it is kept (its sign-bit
+        codes are built on its first search, a mapped one's int8 copy loads in a thread)."""
+        self._parts.reweigh()
         return part if self._parts.put(user_id, part) else None
 
     def pop(self, user_id: str) -> VectorPartition | None:
