@@ -122,7 +122,7 @@ class SQLiteRecords:
         bodies = [fts_body(r) for r in records]  # outside the write lock: tokenising is the slow part
         bits = np.packbits(mat > 0, axis=1, bitorder="little")
         with self._write() as conn:
-            before = self._record_writes(conn)
+            before = self._record_writes(conn) if self._by_id else None  # nothing kept: nothing to carry
             out = self._assign_ids(conn, records)
             conn.executemany(
                 f"INSERT INTO records(id, user_id, {MUTABLE_COLUMNS}, created_at, created_ts, invalid_at, "
@@ -383,8 +383,10 @@ class SQLiteRecords:
         `changed` rows (as a read gives them back) replace the kept ones and the rest stay (an
         insert changes no kept row). The tagged reads are read again (a new or superseded record
         changes which are newest). A rollback drops everything kept, as for any write."""
+        if before is None or self._by_id_at != before:
+            return
         after = self._record_writes(conn)
-        if before is None or after is None or self._by_id_at != before:
+        if after is None:
             return
         for key, rec in (changed or {}).items():
             if key in self._by_id:
