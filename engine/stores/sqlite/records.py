@@ -9,7 +9,7 @@ validity, patching the in-memory copy), `_vector_partition(conn, user_id, build=
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import datetime
@@ -350,42 +350,39 @@ class SQLiteRecords:
                 "WHERE +user_id = ? AND id IN (SELECT value FROM json_each(?))",
                 (at.isoformat(), user_id, ids_json(ids)),
             )
-            self._reinforced_kept(user_id, ids, at, before, self._record_writes(conn))
+            after = self._record_writes(conn)
+            when = datetime.fromisoformat(at.isoformat())  # as a read of the row gives it back
+            mine = {int(i) for i in ids}
 
-    def _reinforced_kept(self, user_id: str, ids: Sequence[int], at: datetime, before: int | None,
-                         after: int | None) -> None:
-        """Carry the records `get_records` and the tagged reads keep across this connection's own
-        reinforcement, when nothing else wrote since they were read (their counter is `before`): the
-        rows changed are known, so they are patched as the UPDATE changed them and the rest stay.
-        (A rollback drops everything kept, as for any write.)"""
-        if before is None or after is None:
-            return
-        when = datetime.fromisoformat(at.isoformat())  # as a read of the row gives it back
-        mine = {int(i) for i in ids}
+            def patched(r: MemoryRecord) -> MemoryRecord:
+                return _changed(r, strengthen_count=r.strengthen_count + 1, last_reinforced_at=when)
 
-        def patched(r: MemoryRecord) -> MemoryRecord:
-            return _changed(r, strengthen_count=r.strengthen_count + 1, last_reinforced_at=when) if r.id in mine else r
+            self._kept_across(conn, before, self._kept_changed(user_id, mine, patched), after=after)
+            # the floor's tagged reads too: a reinforcement changes no record's tags or validity
+            if before is not None and after is not None:
+                for key, (n, got) in list(self._tagged_cache.items()):
+                    if n == before:  # another user's kept records are as they were
+                        self._tagged_cache[key] = (after, tuple(patched(r) if r.id in mine else r for r in got)
+                                                   if key[0] == user_id else got)
 
-        if self._by_id_at == before:
-            for rid in mine:
-                r = self._by_id.get((user_id, rid))
-                if r is not None:
-                    self._by_id[(user_id, rid)] = patched(r)
-            self._by_id_at = after
-        for key, (n, got) in list(self._tagged_cache.items()):
-            if n == before:  # another user's kept records are as they were
-                self._tagged_cache[key] = (after, tuple(patched(r) for r in got) if key[0] == user_id else got)
+    def _kept_changed(self, user_id: str, ids: Iterable[int],
+                      change: Callable[[MemoryRecord], MemoryRecord]) -> dict[tuple[str, int], MemoryRecord]:
+        """The kept records of `ids`, as `change` makes them (what a write of known values did to them)."""
+        return {key: change(r) for key in ((user_id, int(i)) for i in ids)
+                if (r := self._by_id.get(key)) is not None}
 
     def _kept_across(self, conn: Any, before: int | None,
-                     changed: Mapping[tuple[str, int], MemoryRecord] | None = None) -> None:
+                     changed: Mapping[tuple[str, int], MemoryRecord] | None = None, *,
+                     after: int | None = None) -> None:
         """Carry the records `get_records` keeps across this connection's own write of record rows:
         when nothing else wrote since they were read (their counter is `before`), the write's
         `changed` rows (as a read gives them back) replace the kept ones and the rest stay (an
-        insert changes no kept row). The tagged reads are read again (a new or superseded record
-        changes which are newest). A rollback drops everything kept, as for any write."""
+        insert changes no kept row); `after`: the counter after the write, read here when not
+        given. The tagged reads are read again unless the writer patches them (a new or superseded
+        record changes which are newest). A rollback drops everything kept, as for any write."""
         if before is None or self._by_id_at != before:
             return
-        after = self._record_writes(conn)
+        after = self._record_writes(conn) if after is None else after
         if after is None:
             return
         for key, rec in (changed or {}).items():
@@ -407,9 +404,9 @@ class SQLiteRecords:
             if was_valid:
                 self._count_change(conn, user_id, 0, -1)
             self._bump(conn, user_id, lambda part: part.set_valid(int(old_id), False))
-            key = (user_id, int(old_id))
-            self._kept_across(conn, before, {key: rec for rec in self._get_records(conn, user_id, [int(old_id)])}
-                              if key in self._by_id and self._by_id_at == before else {})
+            when = datetime.fromisoformat(at.isoformat())  # as a read of the row gives it back
+            self._kept_across(conn, before, self._kept_changed(
+                user_id, [old_id], lambda r: _changed(r, invalid_at=when, superseded_by=int(new_id))))
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, list[float]]:
         out: dict[int, list[float]] = {}
