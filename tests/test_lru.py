@@ -102,3 +102,21 @@ def test_matches_a_plain_ordered_dict_model(budget, ops):
             assert lru.pop(key) == model.pop(key, None)
         assert lru.items() == list(model.items())
         assert lru.weight == sum(model.values()) <= budget
+
+
+def test_per_object_keeps_a_value_per_object_and_forgets_all_when_full():
+    from engine.core.lru import per_object
+
+    calls = []
+
+    @per_object(maxsize=2)
+    def size(obj):
+        calls.append(obj)
+        return len(obj)
+
+    a, b, c = [1], [1], [1, 2]  # a and b are equal, not the same object
+    assert size(a) == 1 and size(a) == 1 and calls == [a]
+    assert size(b) == 1 and len(calls) == 2  # another object: computed for it
+    size(c)  # a third object: the two kept go, c is kept
+    size(a)
+    assert len(calls) == 4 and size(c) == 2 and len(calls) == 4

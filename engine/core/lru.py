@@ -9,18 +9,24 @@ the weights exceed the budget. `peek` and `replace` leave the order alone (a loo
 use, a patch of what is kept). An entry is weighed when it is kept; `reweigh` weighs them all
 again for values that change size in place. Not thread-safe by itself: its owners hold their own
 locks.
+
+`per_object` is the other shape: a value derived from a frozen object (a record the store hands
+back unchanged while nothing is written), kept per object and cleared when full, for lookups on
+the retrieval's per-candidate path, where one dict lookup is the whole cost.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
-from typing import Generic, TypeVar
+from functools import wraps
+from typing import Any, Generic, TypeVar
 
-__all__ = ["LRU"]
+__all__ = ["LRU", "per_object"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+T = TypeVar("T")
 
 
 class LRU(Generic[K, V]):
@@ -131,3 +137,27 @@ class LRU(Generic[K, V]):
         while items and self._total > self.budget:
             key, _ = items.popitem(last=False)
             self._total -= weights.pop(key)
+
+
+def per_object(maxsize: int = 1 << 14) -> Callable[[Callable[[T], V]], Callable[[T], V]]:
+    """Keep a one-argument function's value per argument object (for frozen objects: the value
+    cannot change while the object lives), by id() with the object held so its id is not reused
+    while kept; all of it is forgotten when `maxsize` objects are kept (a bounded cache)."""
+
+    def wrap(compute: Callable[[T], V]) -> Callable[[T], V]:
+        kept: dict[int, tuple[Any, V]] = {}
+
+        @wraps(compute)
+        def kept_compute(obj: T) -> V:
+            got = kept.get(id(obj))
+            if got is not None and got[0] is obj:
+                return got[1]
+            out = compute(obj)
+            if len(kept) >= maxsize:
+                kept.clear()
+            kept[id(obj)] = (obj, out)
+            return out
+
+        return kept_compute
+
+    return wrap

@@ -18,6 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from engine.core.forgetting import tag_union
+from engine.core.lru import per_object
 from engine.core.records import MemoryRecord
 from engine.memory.injection import render_record
 
@@ -175,27 +176,15 @@ def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
     return {rid: r + 1 for r, rid in enumerate(order)}
 
 
+@per_object()
 def _fixed(r: MemoryRecord) -> tuple[tuple[str, ...], float, frozenset[int], str | None]:
     """(tags, tag union u, source message ids, session) of a record: what a candidate needs of it
     that does not change with the time of the query. Kept per record object (records are frozen;
-    the store hands back the same objects while nothing was written), the object held with it so
-    its id is not reused while kept."""
-    got = _FIXED.get(id(r))
-    if got is not None and got[0] is r:
-        return got[1]
+    the store hands back the same objects while nothing was written)."""
     tags = tuple(r.tags)
     src = r.source
-    out = (tags, _tag_union(tags), frozenset(src.message_ids) if src is not None else frozenset(),
-           src.session_id if src is not None else None)
-    if len(_FIXED) >= _FIXED_MAX:
-        _FIXED.clear()
-    _FIXED[id(r)] = (r, out)
-    return out
-
-
-#: `_fixed` by id(record), with the record itself (cleared when full: a bounded cache).
-_FIXED: dict[int, tuple[MemoryRecord, tuple]] = {}
-_FIXED_MAX = 1 << 14
+    return (tags, _tag_union(tags), frozenset(src.message_ids) if src is not None else frozenset(),
+            src.session_id if src is not None else None)
 
 
 @lru_cache(maxsize=4096)

@@ -32,6 +32,7 @@ import numpy as np
 
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
+from engine.core.lru import per_object
 from engine.core.records import MemoryRecord, record_text
 from engine.core.timequery import time_window
 from engine.memory.candidates import PATHS, Candidate, CandidateSet
@@ -169,23 +170,12 @@ def keyword_prefilter(scorer: DimensionScorer) -> Callable[[Sequence[MemoryRecor
 _SEP = "\x00"
 
 
+@per_object()
 def _haystack(rec: MemoryRecord) -> str | None:
     """`_ascii_haystack` of a record, kept per record object (records are frozen and the store
-    hands back the same objects while nothing was written), the object held so its id is not reused."""
-    got = _HAYS.get(id(rec))
-    if got is not None and got[0] is rec:
-        return got[1]
+    hands back the same objects while nothing was written)."""
     keywords = rec.keywords
-    hay = _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
-    if len(_HAYS) >= _HAYS_MAX:
-        _HAYS.clear()
-    _HAYS[id(rec)] = (rec, hay)
-    return hay
-
-
-#: `_haystack` by id(record), with the record itself (cleared when full: a bounded cache).
-_HAYS: dict[int, tuple[MemoryRecord, str | None]] = {}
-_HAYS_MAX = 1 << 14
+    return _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
 
 
 @lru_cache(maxsize=1 << 16)
