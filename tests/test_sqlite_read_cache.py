@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 
@@ -31,6 +32,18 @@ def tagged(store, user="u", tag="preference", k=5):
         expected = [x[0] for x in conn.execute("SELECT id FROM records WHERE user_id = ? ORDER BY id", (user,))]
     assert [x[0] for x in by_id] == [i for i in expected if i < 12]
     return got
+
+
+@contextmanager
+def reads_of_records(store):
+    """The statements reading `records` that the store runs inside the block."""
+    statements = []
+    store.conn.set_trace_callback(statements.append)
+    try:
+        yield statements
+    finally:
+        store.conn.set_trace_callback(None)
+        statements[:] = [s for s in statements if "FROM records" in s]
 
 
 def fresh(path):
@@ -169,14 +182,10 @@ def test_own_reinforcement_patches_the_kept_records(setup):
     store.get_records("v", [rs[4].id])
     at = T0 + timedelta(days=1, microseconds=7)
     store.reinforce("u", [rs[0].id, rs[0].id, rs[1].id, rs[4].id], at)  # rs[4] is v's: not touched
-    statements = []
-    store.conn.set_trace_callback(statements.append)
-    try:
+    with reads_of_records(store) as statements:
         got = store.get_records("u", ids)
         kept_tagged = store.records("u", tags_any=["preference"], limit=5, newest_first=True)
-    finally:
-        store.conn.set_trace_callback(None)
-    assert not [s for s in statements if "FROM records" in s], statements  # served from memory
+    assert not statements, statements  # served from memory
     other = SQLiteStore(path, dim=DIM)
     try:
         assert got == other.get_records("u", ids)
@@ -203,13 +212,9 @@ def test_own_adds_supersedes_and_updates_keep_the_other_kept_records(setup):
     new = store.add_records([rec("u", "likes tea now", tags=("preference",))], unit(rng, 1, DIM))[0]
     store.supersede("u", rs[0].id, new.id, T0 + timedelta(hours=2))
     store.update_record(replace(store.get_records("u", [rs[1].id])[0], content="likes green tea"))
-    statements = []
-    store.conn.set_trace_callback(statements.append)
-    try:
+    with reads_of_records(store) as statements:
         got = store.get_records("u", ids)
-    finally:
-        store.conn.set_trace_callback(None)
-    assert not [s for s in statements if "FROM records" in s], statements  # served from memory
+    assert not statements, statements  # served from memory
     other = SQLiteStore(path, dim=DIM)
     try:
         assert got == other.get_records("u", ids)

@@ -42,22 +42,27 @@ def test_an_ordinary_turn_reads_the_window_once():
                                                       roles=("user",))[0]
 
 
+class Counting:
+    """An embedder that records the texts of each call."""
+
+    def __init__(self, calls: list, emb=None):
+        self.calls, self.emb = calls, emb or HashEmbeddings(32)
+
+    def embed_documents(self, texts):
+        self.calls.append(list(texts))
+        return self.emb.embed_documents(texts)
+
+
 def test_live_records_embed_each_text_once():
     calls = []
     emb = HashEmbeddings(32)
-
-    class Counting:
-        def embed_documents(self, texts):
-            calls.append(list(texts))
-            return emb.embed_documents(texts)
-
-    ctx = SimpleNamespace(embedder=Counting())
+    ctx = SimpleNamespace(embedder=Counting(calls, emb))
     live = LiveRecords()
     first = live.vectors(ctx, ["a b", "c d"])
     again = live.vectors(ctx, ["c d", "a b", "e f"])
     assert calls == [["a b", "c d"], ["e f"]]
     assert again[0] == first[1] and again[1] == first[0] and again[2] == emb.embed_documents(["e f"])[0]
-    ctx.embedder = Counting()  # another embedder: nothing cached is reused
+    ctx.embedder = Counting(calls, emb)  # another embedder: nothing cached is reused
     live.vectors(ctx, ["a b"])
     assert calls[-1] == ["a b"]
 
@@ -67,13 +72,7 @@ def test_live_record_vectors_of_a_full_cache_return_every_text():
     still gets both (read first, then kept), without embedding the old one again."""
     calls = []
     emb = HashEmbeddings(32)
-
-    class Counting:
-        def embed_documents(self, texts):
-            calls.append(list(texts))
-            return emb.embed_documents(texts)
-
-    ctx = SimpleNamespace(embedder=Counting())
+    ctx = SimpleNamespace(embedder=Counting(calls, emb))
     live = LiveRecords(max_messages=1)  # 4 vectors kept
     live.vectors(ctx, ["a", "b", "c", "d"])
     got = live.vectors(ctx, ["new", "a"])  # "a" is the least recently used
