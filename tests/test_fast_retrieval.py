@@ -70,19 +70,22 @@ def _queries():
     yield ParsedQuery(text="plain")
 
 
-def test_dimension_scorer_keyword_fast_path_matches_the_general_one(engine):
+def test_dimension_scores_over_all_records_are_each_records_weighted_mean(engine):
     recs = engine.store.records("u")
     weights = engine.config.dim_weights
     for q in _queries():
         scorer = DimensionScorer(q, weights)
-        for r in recs:
-            got = scorer(r)
-            if not scorer.keys:
-                assert got is None
-                continue
-            parts = scorer._parts(r)  # the general path, part by part
-            want = sum(w * v for w, v in zip(scorer.weights, parts, strict=True)) / scorer.total_w
-            assert got == pytest.approx(want, abs=0) and 0.0 <= got <= 1.0
+        got = scorer.score_all(recs)
+        if not scorer.keys:
+            assert got == [None] * len(recs) and scorer(recs[0]) is None
+            continue
+        cols = scorer._columns(recs)
+        assert len(cols) == len(scorer.keys) and all(len(c) == len(recs) for c in cols)
+        for j, r in enumerate(recs):
+            # the per-record sum, bit for bit, and the same answer for the record alone
+            want = sum(w * c[j] for w, c in zip(scorer.weights, cols, strict=True)) / scorer.total_w
+            assert got[j] == want and scorer(r) == want and 0.0 <= want <= 1.0
+        assert scorer.score_all([]) == []
 
 
 def test_retrieval_rows_are_the_ranking_of_its_candidates(engine):

@@ -6,12 +6,14 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.core.config import MemoryConfig
 from engine.core.records import MemoryRecord, SourcePointer
 from engine.core.tokens import ApproxTokenCounter
 from engine.memory.candidates import CandidateSet, LazyTokens, record_tokens
-from engine.memory.dimension import DimensionScorer
+from engine.memory.dimension import DimensionScorer, _terms
 from engine.memory.retrieval import keyword_prefilter
 from engine.roles.types import ParsedQuery
 
@@ -139,3 +141,25 @@ def test_array_fusion_equals_fusion_one_candidate_at_a_time(seed, mode):
         want = _fuse_by_candidate(res, weights, mode)
         assert list(got) == list(want)
         assert [repr(v) for v in got.values()] == [repr(v) for v in want.values()]  # bit for bit, sign of 0 too
+
+
+def _phrase_by_pool(q_kw, multi, rec_kw, content):
+    """The phrase part as first written: the pool of phrases a record is asked for, then the share
+    of the pool it lists or its content holds."""
+    spaced = [k for k in q_kw if " " in k]
+    pool = multi or ([k for k in q_kw if " " in k or k in rec_kw] if rec_kw else spaced) or q_kw
+    return sum(1 for k in pool if k in rec_kw or k in content) / len(pool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kws=st.lists(st.sampled_from([*WORDS, "hiking boots", "peanut allergy", "tea ramen", "北京烤鸭", "e", "zzz"]),
+                    min_size=1, max_size=4),
+       seed=st.integers(0, 10_000))
+def test_keyword_phrase_part_is_the_pool_rule(kws, seed):
+    recs = _records(30, random.Random(seed))
+    scorer = DimensionScorer(ParsedQuery(text=" ".join(kws), keywords=kws), MemoryConfig().dim_weights)
+    tokens, phrases = scorer._keyword_columns(recs)
+    for r, t, p in zip(recs, tokens, phrases, strict=True):
+        hay, rec_kw, content = _terms(r)
+        assert p == _phrase_by_pool(scorer.q_kw, scorer.multi, rec_kw, content)
+        assert t == len(scorer.kw_tokens & hay) / len(scorer.kw_tokens)

@@ -12,12 +12,13 @@ are cached by content: the same records are re-scored by every query).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
 
 from engine.core.attributes import stated_attribute
+from engine.core.lru import per_object
 from engine.core.records import MemoryRecord
 from engine.core.text import content_tokens, normalize
 from engine.core.timequery import time_match
@@ -27,7 +28,6 @@ __all__ = ["DimensionScorer", "dimension_score", "has_constraint", "ANSWER_FIELD
 
 #: The record field that holds each kind of answer (a question's `answer_dimension`).
 ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
-_KEYWORDS_ONLY = ["keyword_tokens", "keyword_phrase"]
 
 
 def has_constraint(query: ParsedQuery) -> bool:
@@ -47,7 +47,7 @@ class DimensionScorer:
     """`dimension_score` for one query, its side computed once; call it on each record."""
 
     __slots__ = ("query", "keys", "weights", "total_w", "types", "tags", "attributes", "answer_field", "location",
-                 "q_kw", "kw_tokens", "multi", "spaced")
+                 "q_kw", "kw_tokens", "multi")
 
     def __init__(self, query: ParsedQuery, weights: Mapping[str, float]):
         self.query = query
@@ -57,7 +57,6 @@ class DimensionScorer:
         self.answer_field = ANSWER_FIELDS.get(query.answer_dimension)
         self.location = _normalized(query.location) if query.location else None
         self.q_kw, self.kw_tokens, self.multi = _query_terms(tuple(query.keywords))
-        self.spaced = tuple(k for k in self.q_kw if " " in k)
         keys = [k for k, on in (("type", self.types), ("tag", self.tags), ("attribute", self.attributes),
                                 ("answer", self.answer_field), ("time", query.time is not None),
                                 ("location", bool(query.location)), ("keyword_tokens", self.q_kw),
@@ -67,49 +66,84 @@ class DimensionScorer:
         self.total_w = sum(self.weights)
 
     def __call__(self, record: MemoryRecord) -> float | None:
-        if not self.keys:
-            return None
-        if self.keys == _KEYWORDS_ONLY and self.total_w > 0:  # the common question: keywords only
-            tokens, phrase = self._keyword_parts(record)
-            return float((self.weights[0] * tokens + self.weights[1] * phrase) / self.total_w)
-        values = self._parts(record)
-        if self.total_w <= 0:
-            return float(np.mean(values))
-        return float(sum(w * v for w, v in zip(self.weights, values, strict=True)) / self.total_w)
+        return self.score_all((record,))[0]
 
-    def _parts(self, record: MemoryRecord) -> list[float]:
-        """The parts' values in the order of `keys`."""
-        out: list[float] = []
+    def score_all(self, records: Sequence[MemoryRecord]) -> list[float] | list[None]:
+        """Each record's score, in order (all None when the question has no constraint): part by part
+        over all the records, then the weighted mean per record, added in the order of `keys` (the
+        same floating-point operations as a sum per record)."""
+        if not self.keys:
+            return [None] * len(records)
+        cols = self._columns(records)
+        if self.total_w <= 0:
+            return [float(v) for v in np.mean(np.array(cols, dtype=float), axis=0)] if records else []
+        acc: np.ndarray | int = 0
+        for w, col in zip(self.weights, cols, strict=True):
+            acc = acc + w * np.array(col, dtype=float)
+        return (np.asarray(acc, dtype=float) / self.total_w).tolist() if records else []
+
+    def _columns(self, records: Sequence[MemoryRecord]) -> list[list[float]]:
+        """The parts' values over the records, one list per part in the order of `keys`."""
+        cols: list[list[float]] = []
         if self.types:
-            out.append(1.0 if record.memory_type in self.types else 0.0)
+            types = self.types
+            cols.append([1.0 if r.memory_type in types else 0.0 for r in records])
         if self.tags:
-            out.append(1.0 if self.tags & set(record.tags) else 0.0)
+            tags = self.tags
+            cols.append([1.0 if tags.intersection(r.tags) else 0.0 for r in records])
         if self.attributes:
-            stated = _stated_attribute_name(record.content)
-            out.append(1.0 if stated is not None and stated.split(":")[0] in self.attributes else 0.0)
+            attrs = self.attributes
+            cols.append([1.0 if (stated := _stated_attribute_name(r.content)) is not None
+                         and stated.split(":")[0] in attrs else 0.0 for r in records])
         if self.answer_field:
-            out.append(1.0 if getattr(record, self.answer_field) else 0.0)
+            name = self.answer_field
+            cols.append([1.0 if getattr(r, name) else 0.0 for r in records])
         if self.query.time is not None:
-            out.append(float(time_match(self.query.time, record.time)))
+            when = self.query.time
+            cols.append([float(time_match(when, r.time)) for r in records])
         if self.location is not None:
             loc = self.location
-            out.append(1.0 if loc and loc in _normalized(f"{record.location or ''} {record.content}") else 0.0)
+            cols.append([1.0 if loc and loc in _normalized(f"{r.location or ''} {r.content}") else 0.0
+                         for r in records])
         if self.q_kw:
-            out.extend(self._keyword_parts(record))
-        return out
+            cols.extend(self._keyword_columns(records))
+        return cols
 
-    def _keyword_parts(self, record: MemoryRecord) -> tuple[float, float]:
-        """(keyword tokens the record has, share of the keyword phrases it states)."""
-        kw_tokens, keywords = self.kw_tokens, record.keywords
-        hay_tokens, rec_kw, content = _record_terms(record.content, keywords if type(keywords) is tuple
-                                                    else tuple(keywords), record.location or "")
-        tokens = len(kw_tokens & hay_tokens) / len(kw_tokens) if kw_tokens else 0.0
-        pool = self.multi or ([k for k in self.q_kw if " " in k or k in rec_kw] if rec_kw else self.spaced) or self.q_kw
-        hits = 0
-        for k in pool:
-            if k in rec_kw or k in content:
-                hits += 1
-        return tokens, hits / len(pool)
+    def _keyword_columns(self, records: Sequence[MemoryRecord]) -> tuple[list[float], list[float]]:
+        """(share of the keyword tokens each record has, its phrase part).
+
+        The phrase part: with multi-word (or CJK) keywords, the share of those the record lists as a
+        keyword or its content holds; otherwise 1 when the record lists one of the keywords, else
+        the share of the keywords its content holds."""
+        kw_tokens, q_kw, multi = self.kw_tokens, self.q_kw, self.multi
+        n_tokens, n_kw, n_multi = len(kw_tokens), len(q_kw), len(multi)
+        tokens: list[float] = []
+        phrases: list[float] = []
+        for r in records:
+            hay_tokens, rec_kw, content = _terms(r)
+            tokens.append(len(kw_tokens & hay_tokens) / n_tokens if n_tokens else 0.0)
+            hits = 0
+            if multi:
+                for k in multi:
+                    if k in rec_kw or k in content:
+                        hits += 1
+                phrases.append(hits / n_multi)
+            elif rec_kw and not rec_kw.isdisjoint(q_kw):
+                phrases.append(1.0)
+            else:
+                for k in q_kw:
+                    if k in content:
+                        hits += 1
+                phrases.append(hits / n_kw)
+        return tokens, phrases
+
+
+@per_object()
+def _terms(record: MemoryRecord) -> tuple[frozenset[str], frozenset[str], str]:
+    """`_record_terms` of a record, kept per record object (records are frozen)."""
+    keywords = record.keywords
+    return _record_terms(record.content, keywords if type(keywords) is tuple else tuple(keywords),
+                         record.location or "")
 
 
 @lru_cache(maxsize=1024)

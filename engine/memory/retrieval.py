@@ -118,8 +118,7 @@ def gather(
         scored = list(records.values())
         if may_credit is not None:  # the others score a keywords-only 0: not kept either way
             scored = [scored[j] for j in may_credit(scored)]
-        for rec in scored:
-            s = scorer(rec)
+        for rec, s in zip(scored, scorer.score_all(scored), strict=True):
             if s is not None and s > 0:
                 dim[rec.id] = s
         keep = sorted(dim, key=lambda i: (-dim[i], i))[:k]
