@@ -3,7 +3,7 @@ dimension path scores 0, token counts read lazily equal the counts, a record's f
 per object are the record's."""
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
@@ -98,6 +98,23 @@ def test_candidate_set_inputs_are_the_records():
                for i, r in recs.items()}
     cs = CandidateSet.from_records(changed, {}, path_scores={}, now=T0, count_tokens=lambda r: 1)
     assert all(t == ("episode",) for t in cs.tags)
+    assert len(CandidateSet.from_records({}, {}, path_scores={}, now=T0, count_tokens=lambda r: 1)) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(reinforced=st.lists(st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1),
+                                        timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7, minutes=-30)),
+                                                                   timezone(timedelta(hours=13))])),
+                           min_size=1, max_size=8),
+       now=st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)),
+       count=st.integers(0, 50))
+def test_candidate_age_and_count_are_the_records(reinforced, now, count):
+    recs = {i + 1: MemoryRecord(id=i + 1, user_id="u", content="x", memory_type="fact", created_at=T0,
+                                last_reinforced_at=when, strengthen_count=count) for i, when in enumerate(reinforced)}
+    cs = CandidateSet.from_records(recs, {}, path_scores={}, now=now, count_tokens=lambda r: 1)
+    for i, rid in enumerate(cs.ids):  # bit for bit the seconds of the timedelta, never below 0
+        assert cs.age[i] == max(0.0, (now - recs[rid].reinforced_at).total_seconds())
+        assert cs.n[i] == count
 
 
 def _fuse_by_candidate(results, path_weights, mode):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 import numpy as np
@@ -117,17 +117,19 @@ class CandidateSet:
         """The candidates of a retrieval: its records (in id order), fused R and each path's raw scores."""
         ids = sorted(records)
         recs = [records[i] for i in ids]
-        fixed = [_fixed(r) for r in recs]
+        tags, u, sources, sessions, reinforced, n = zip(*map(_fixed, recs)) if recs else ((),) * 6
+        # the age in seconds from whole microseconds: exactly timedelta.total_seconds(), for all at once
+        age = (_micros(now) - np.array(reinforced, dtype=np.int64)) / 1e6
         return cls(
             ids=ids,
             R=_floats(float(R.get(i, 0.0)) for i in ids),
-            age=_floats(max(0.0, (now - r.reinforced_at).total_seconds()) for r in recs),
-            u=_floats(f[1] for f in fixed),
-            n=_floats(r.strengthen_count for r in recs),
-            tags=[f[0] for f in fixed],
+            age=np.maximum(0.0, age),
+            u=np.array(u, dtype=float),
+            n=np.array(n, dtype=float),
+            tags=list(tags),
             tokens=LazyTokens(recs, count_tokens),
-            sources=[f[2] for f in fixed],
-            sessions=[f[3] for f in fixed],
+            sources=list(sources),
+            sessions=list(sessions),
             scores_by_path={p: path_scores.get(p, {}) for p in _paths(path_scores)},
             ranks_by_path={p: _ranks(path_scores.get(p, {})) for p in _paths(path_scores)},
         )
@@ -177,14 +179,24 @@ def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
 
 
 @per_object()
-def _fixed(r: MemoryRecord) -> tuple[tuple[str, ...], float, frozenset[int], str | None]:
-    """(tags, tag union u, source message ids, session) of a record: what a candidate needs of it
-    that does not change with the time of the query. Kept per record object (records are frozen;
-    the store hands back the same objects while nothing was written)."""
+def _fixed(r: MemoryRecord) -> tuple[tuple[str, ...], float, frozenset[int], str | None, int, int]:
+    """(tags, tag union u, source message ids, session, reinforced_at in microseconds since the
+    epoch, strengthen count) of a record: what a candidate needs of it that does not change with
+    the time of the query. Kept per record object (records are frozen; the store hands back the
+    same objects while nothing was written)."""
     tags = tuple(r.tags)
     src = r.source
     return (tags, _tag_union(tags), frozenset(src.message_ids) if src is not None else frozenset(),
-            src.session_id if src is not None else None)
+            src.session_id if src is not None else None, _micros(r.reinforced_at), r.strengthen_count)
+
+
+def _micros(when: datetime) -> int:
+    """Whole microseconds since the epoch of an aware datetime (exact: an int)."""
+    return (when - _EPOCH) // _MICROSECOND
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 @lru_cache(maxsize=4096)
