@@ -74,7 +74,7 @@ def rank(cands: CandidateSet, *, config: MemoryConfig, weights: Weights | None =
     if fill is not order and seats.picked:  # near-miss verdicts read positions in S order
         where = {i: pos for pos, i in enumerate(order)}
         seats.last_seat_pos = max(where[i] for i in seats.picked)
-    verdicts = [_verdict(ids[i], i, pos, seats, excluded) for pos, i in enumerate(order)]
+    verdicts = _verdicts(ids, order, seats, excluded)
     return Ranking(cands=cands, weights=w, order=order, scores=scores, picked=seats.picked, why=seats.why,
                    verdicts=verdicts)
 
@@ -216,13 +216,15 @@ def _select(cands: CandidateSet, order: Sequence[int], *, config: MemoryConfig,
     eligible = [S[i] for i in order if i not in seats.why]
     floor_s = config.min_score_ratio * max(eligible) if eligible else 0.0
     unearned: dict[int, str] = {}
+    why, min_rel, bar = seats.why, config.min_relevance, floor_s - 1e-12
+    low_r, low_s = f"below min relevance {min_rel:g}", f"score below {config.min_score_ratio:g} of the best"
     for i in order:
-        if i in seats.why:
+        if i in why:
             continue
-        if R[i] < config.min_relevance:
-            unearned[i] = f"below min relevance {config.min_relevance:g}"
-        elif S[i] < floor_s - 1e-12:
-            unearned[i] = f"score below {config.min_score_ratio:g} of the best"
+        if R[i] < min_rel:
+            unearned[i] = low_r
+        elif S[i] < bar:
+            unearned[i] = low_s
     used_tokens = 0
     floors = [("safety", "safety", False)] * config.safety_seats + [("pinned", "pinned", False)] + [
         (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
@@ -293,12 +295,19 @@ def _fill_top_k(cands: CandidateSet, order: Sequence[int], *, config: MemoryConf
             seats.last_seat_pos = max(seats.last_seat_pos, pos)
 
 
-def _verdict(record_id: int, i: int, pos: int, seats: _Seats, excluded: Mapping[int, str]) -> str:
-    if i in seats.picked:
-        return "picked"
-    if record_id in excluded or seats.why.get(i, "").startswith(UNEARNED_WHY):
-        return "dropped"
-    return "near-miss" if pos <= seats.last_seat_pos + NEAR_MISS_WINDOW else "dropped"
+def _verdicts(ids: Sequence[int], order: Sequence[int], seats: _Seats, excluded: Mapping[int, str]) -> list[str]:
+    """Each candidate's verdict in S order: "picked", "dropped" (held back, or below the relevance or
+    score bar), else "near-miss" within `NEAR_MISS_WINDOW` positions of the last seat, "dropped" after."""
+    picked, why, near = set(seats.picked), seats.why, seats.last_seat_pos + NEAR_MISS_WINDOW
+    out = []
+    for pos, i in enumerate(order):
+        if i in picked:
+            out.append("picked")
+        elif ids[i] in excluded or why.get(i, "").startswith(UNEARNED_WHY):
+            out.append("dropped")
+        else:
+            out.append("near-miss" if pos <= near else "dropped")
+    return out
 
 
 def _row(cands: CandidateSet, i: int, pos: int, s: _Scores, w: Weights, verdict: str, why: str) -> ScoreRow:
