@@ -77,3 +77,9 @@ def test_bounds(text):
     n = approx_tokens(text)
     assert 0 <= n <= len(text)
     assert n >= math.ceil(len(text) / 4)
+
+
+@given(st.text(max_size=200) | st.text(st.characters(max_codepoint=127), max_size=200))
+def test_count_is_one_per_cjk_character_and_a_quarter_per_other(text):
+    cjk = sum(1 for ch in text if any(a <= ord(ch) <= b for a, b in CJK_TOKEN_RANGES))
+    assert approx_tokens(text) == cjk + math.ceil((len(text) - cjk) / 4)

@@ -65,6 +65,8 @@ def approx_tokens(text: str) -> int:
     """A rough token count of `text`: one per CJK character (CJK_TOKEN_RANGES), one per four others."""
     if not text:
         return 0
+    if text.isascii():  # no CJK character can be in it
+        return math.ceil(len(text) / 4)
     cjk = len(_CJK.findall(text))
     return cjk + math.ceil((len(text) - cjk) / 4)
 
