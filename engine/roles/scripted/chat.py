@@ -58,6 +58,13 @@ def _line_stems(line: str) -> frozenset[str]:
     return frozenset(_stem(t) for t in content_tokens(line))
 
 
+@lru_cache(maxsize=8192)
+def _stated_sentences(text: str) -> tuple[str, ...]:
+    """An earlier message's sentences that are not questions, without an earlier answer's lead-in
+    (cached: a window shows the same messages turn after turn)."""
+    return tuple(x for x in split_sentences(_ANSWER_LEAD.sub("", text)) if not is_question(x))
+
+
 def _time_constraint(question: str, system: str):
     """The question's time constraint, resolved against the current date the prompt shows."""
     m = _CURRENT_DATE.search(system)
@@ -167,6 +174,8 @@ class ScriptedChatModel(BaseChatModel):
         zh = is_zh(question)
         if tool_call := self._tool_call(question, last_human):
             return "", [tool_call]
+        if not is_question(question):
+            return ("好的，我记下了。" if zh else "Noted."), []
         lines: list[str] = []
         for i, m in enumerate(messages):
             if i == last_human:
@@ -176,10 +185,8 @@ class ScriptedChatModel(BaseChatModel):
                 lines.extend(line.strip(" -*•\t") for line in _shown_data_lines(text))
             elif i < last_human:
                 # an earlier question is no answer, and an earlier answer's lead-in is no fact
-                lines.extend(x for x in split_sentences(_ANSWER_LEAD.sub("", text)) if not is_question(x))
+                lines.extend(_stated_sentences(text))
         lines = [line for line in dict.fromkeys(lines) if _line_stems(line)]
-        if not is_question(question):
-            return ("好的，我记下了。" if zh else "Noted."), []
         system = "\n".join(content_text(m.content) for m in messages if isinstance(m, SystemMessage))
         when = _time_constraint(question, system)
         time_words = _time_words(question) if when is not None else set()
