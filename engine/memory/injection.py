@@ -166,8 +166,9 @@ def build_prompt(
     picked = sorted(records, key=lambda r: r.id or 0)
     # a record the profile block already says reaches the model through it: not rendered twice, but
     # still one of the prompt's records (a reply drawing on the profile line reinforces it)
+    sourced = {i for values in profile.sources.values() for ids in values.values() for i in ids} if profile else set()
     ordered = [r for r in picked
-               if profile is None or r.id in replies or not said_by_profile(r, profile, value_dates)]
+               if r.id not in sourced or r.id in replies or not said_by_profile(r, profile, value_dates)]
     if ordered:
         body = "\n".join(render_record(r, assistant_reply=replies.get(r.id)) for r in ordered)
         text = f"{RECORDS_OPEN}\n{body}\n{RECORDS_CLOSE}"
