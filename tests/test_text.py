@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.text import (
+    content_token_set,
     content_tokens,
     fts_query,
     index_text,
@@ -128,3 +129,10 @@ def test_fts_query_with_prefix_never_breaks_fts5(text):
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
     conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,)).fetchall()
     conn.close()
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=80) | st.lists(st.sampled_from(["John's", "the", "Ｊｏｈｎ＇ｓ", "don’t", "北京的", "café's", "s", "'s",
+                                                        "it's", "x's's", " ", "IS", "a1'b2"]), max_size=8).map(" ".join))
+def test_content_token_set_is_the_set_of_content_tokens(text):
+    assert content_token_set(text) == frozenset(content_tokens(text))

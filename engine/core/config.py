@@ -52,7 +52,7 @@ class Weights:
     w2: float = 0.1
 
     def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in _WEIGHT_FIELDS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Weights:
@@ -62,6 +62,7 @@ class Weights:
         return cls(**{k: float(v) for k, v in data.items()})
 
 
+_WEIGHT_FIELDS = tuple(f.name for f in fields(Weights))
 SCORE_WEIGHTS = ("alpha", "beta", "gamma")
 IMPORTANCE_WEIGHTS = ("w0", "w1", "w2")
 

@@ -24,6 +24,7 @@ from functools import lru_cache
 __all__ = [
     "tokenize",
     "content_tokens",
+    "content_token_set",
     "index_text",
     "fts_query",
     "fts_terms",
@@ -138,6 +139,17 @@ def content_tokens(text: str) -> list[str]:
         if tok and tok not in STOPWORDS:
             out.append(tok)
     return out
+
+
+def content_token_set(text: str) -> frozenset[str]:
+    """`frozenset(content_tokens(text))`, with set operations instead of a check per token."""
+    toks = set(tokenize(text))
+    for tok in [t for t in toks if t.endswith("'s")]:  # the possessive dropped
+        toks.discard(tok)
+        toks.add(tok[:-2])
+    toks.difference_update(STOPWORDS)
+    toks.discard("")
+    return frozenset(toks)
 
 
 #: Length of a user key: lowercase base32 (a-z, 2-7), 50 bits of a hash of the user id.

@@ -20,7 +20,7 @@ import numpy as np
 from engine.core.attributes import stated_attribute
 from engine.core.lru import per_object
 from engine.core.records import MemoryRecord
-from engine.core.text import content_tokens, normalize
+from engine.core.text import content_token_set, content_tokens, normalize
 from engine.core.timequery import time_match
 from engine.roles.types import ParsedQuery
 
@@ -173,5 +173,5 @@ def _normalized(text: str) -> str:
 def _record_terms(content: str, keywords: tuple[str, ...], location: str) -> tuple[frozenset[str], frozenset[str], str]:
     """A record's token set, keyword set and normalised content (cached: the same records are
     re-scored by every query, and tokenising dominated the dimension path's time)."""
-    hay = frozenset(content_tokens(f"{content} {' '.join(keywords)} {location}"))
+    hay = content_token_set(f"{content} {' '.join(keywords)} {location}")
     return hay, frozenset(normalize(k) for k in keywords), normalize(content)

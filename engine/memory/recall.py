@@ -151,8 +151,8 @@ def assistant_replies(store: Store, user_id: str, records: Sequence[MemoryRecord
 
 
 def _dominant_theme(results: PathResults, R: Mapping[int, float]) -> str | None:
-    scored = heapq.nsmallest(3, results.records.values(), key=lambda r: (-R.get(r.id, 0.0), r.id))
-    for r in scored:
-        if r.theme:
-            return r.theme
+    records = results.records
+    for _, rid in heapq.nsmallest(3, ((-R.get(rid, 0.0), rid) for rid in records)):
+        if records[rid].theme:
+            return records[rid].theme
     return None
