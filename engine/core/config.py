@@ -15,7 +15,7 @@ import json
 import math
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ class Weights:
     w2: float = 0.1
 
     def to_dict(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in _WEIGHT_FIELDS}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Weights:
@@ -62,7 +62,6 @@ class Weights:
         return cls(**{k: float(v) for k, v in data.items()})
 
 
-_WEIGHT_FIELDS = tuple(f.name for f in fields(Weights))
 SCORE_WEIGHTS = ("alpha", "beta", "gamma")
 IMPORTANCE_WEIGHTS = ("w0", "w1", "w2")
 
