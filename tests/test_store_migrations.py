@@ -162,3 +162,18 @@ def test_check_reports_a_tag_index_out_of_step(tmp_path):
         store.conn.execute("INSERT INTO record_tags VALUES ('u', 'ghost', 1, 99)")
         problems = check_store(store)
         assert len(problems) == 2 and "tag 'pinned'" in problems[0] and "'ghost'" in problems[1]
+
+
+def test_step_9_drops_the_user_index_of_score_rows_and_keeps_them_reachable(upgraded):
+    with upgraded(8) as (store, sample):
+        conn = store.conn
+        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'scores'")}
+        assert indexes == {"scores_event"}
+        assert sample.scores and all(len(store.scores(eid)) == n for eid, n in sample.scores.items())
+        for sql in ("SELECT row FROM scores WHERE event_id = ? ORDER BY id",
+                    "DELETE FROM scores WHERE user_id = ? AND event_id IN (SELECT value FROM json_each(?))"):
+            plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, (1, "[1]")[: sql.count("?")]))
+            assert "scores_event" in plan  # a retrieval's rows are read and compacted by event id, not scanned
+        user = next(iter(sample.users))
+        store.forget_user(user)
+        assert conn.execute("SELECT count(*) FROM scores WHERE user_id = ?", (user,)).fetchone()[0] == 0
