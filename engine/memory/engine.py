@@ -145,8 +145,12 @@ class MemoryEngine:
         with self._lock, self.events_log.collecting() as events:
             user_msg = self.observe(user_id, session_id, "user", text, name=name)
             prepared = self.remember_and_recall(user_id, session_id)
-            reply = self.chat(user_id, session_id, prepared.prompt)
-            reply_msg = self.observe(user_id, session_id, "assistant", reply)
+            reply, reply_tokens = self._chat(user_id, session_id, prepared.prompt)
+            # the reply's log entry lands with the assistant message and its stamp (one commit); the
+            # reinforcement of the records it used commits on its own, after the message is safe
+            with self.store.transaction():
+                self.log(user_id, session_id, "reply", {"tokens": reply_tokens})
+                reply_msg = self.observe(user_id, session_id, "assistant", reply)
             self.reinforce_used(prepared, reply)
         return TurnResult(reply=reply, prompt=prepared.prompt, event_fired=prepared.event_fired,
                           event_no=prepared.event_no, retrieval=prepared.retrieval, events=list(events),
@@ -221,6 +225,13 @@ class MemoryEngine:
 
     def chat(self, user_id: str, session_id: str, prompt: BuiltPrompt) -> str:
         """The model call: once per turn, never retried here (a failure is logged and raised)."""
+        text, tokens = self._chat(user_id, session_id, prompt)
+        self.log(user_id, session_id, "reply", {"tokens": tokens})
+        return text
+
+    def _chat(self, user_id: str, session_id: str, prompt: BuiltPrompt) -> tuple[str, int]:
+        """`chat` without its "reply" entry: the reply's text and tokens (the turn logs the entry
+        with the reply's other writes)."""
         from langchain_core.messages import (
             AIMessage,
             HumanMessage,
@@ -242,8 +253,7 @@ class MemoryEngine:
         record_chat_call(self.ledger, "chat", ai, (_time.perf_counter() - t0) * 1000, self.models.settings,
                          mode=self.models.mode, fallback_input_tokens=prompt.total_tokens, counter=self.counter)
         text = content_text(ai.content)
-        self.log(user_id, session_id, "reply", {"tokens": self.counter.count(text)})
-        return text
+        return text, self.counter.count(text)
 
     # ------------------------------------------------------------------ messages and batch ingest
     def observe(self, user_id: str, session_id: str, role: str, content: Any, *, name: str | None = None,
