@@ -170,8 +170,11 @@ def test_step_9_drops_the_user_index_of_score_rows_and_keeps_them_reachable(upgr
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'scores'")}
         assert indexes == {"scores_event"}
         assert sample.scores and all(len(store.scores(eid)) == n for eid, n in sample.scores.items())
+        from engine.stores.dialect import SQLITE
+
+        # the statements `scores` and `compact_log` run (the latter built from the dialect, as there)
         for sql in ("SELECT row FROM scores WHERE event_id = ? ORDER BY id",
-                    "DELETE FROM scores WHERE user_id = ? AND event_id IN (SELECT value FROM json_each(?))"):
+                    f"DELETE FROM scores WHERE user_id = ? AND {SQLITE.in_list('event_id')}"):
             plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, (1, "[1]")[: sql.count("?")]))
             assert "scores_event" in plan  # a retrieval's rows are read and compacted by event id, not scanned
         user = next(iter(sample.users))
