@@ -388,3 +388,23 @@ def test_bulk_load_leaves_one_segment_and_the_same_answers():
     finally:
         plain.close()
         bulk.close()
+
+
+def test_dense_search_from_the_stored_floats_reads_sparse_vectors_exactly(store_factory):
+    """Over the memory budget and above exact_knn_max, sign bits serve only dense vectors: hash
+    embeddings (mostly zeros) are scored exactly on every stored float of the user."""
+    from engine.roles.embeddings import HashEmbeddings
+    from engine.eval.perf.corpus import synthetic_corpus
+
+    corpus = synthetic_corpus(dim=384, seed=4, vocab=3000, topics=10)
+    emb = HashEmbeddings(384)
+    texts = [corpus.sentence(8, 20) for _ in range(600)]
+    v = np.asarray(emb.embed_documents(texts), dtype=np.float32)
+    store = store_factory(dim=384, vector_cache_mb=0, exact_knn_max=50, rescore_factor=2)
+    ids = np.array([r.id for r in store.add_records([rec("u", t) for t in texts], v)])
+    for _ in range(5):
+        q = np.asarray(emb.embed_query(corpus.sentence(3, 6)), dtype=np.float32)
+        cos = (v @ q) / np.linalg.norm(v, axis=1)
+        want = [int(ids[i]) for i in np.lexsort((ids, -cos))[:10]]
+        assert [i for i, _ in store.search_dense("u", q, k=10)] == want
+    assert "u" not in store._vcache

@@ -46,3 +46,61 @@ def test_a_pool_as_large_as_the_partition_is_the_exact_search_and_patches_keep_t
     extra = corpus.vectors(1).astype(np.float32)
     part.append([99999], extra, [True])  # and appended ones
     assert part.search(extra[0], 1, False, coarse_above=10, coarse_min=200, coarse_factor=1)[0][0] == 99999
+
+
+def _hashed(n: int, seed: int = 0) -> tuple[synthetic_corpus, np.ndarray]:
+    """Feature-hashed sentence embeddings: most entries exactly 0."""
+    from engine.roles.embeddings import HashEmbeddings
+
+    corpus = synthetic_corpus(dim=384, seed=seed, vocab=3000, topics=10)
+    emb = HashEmbeddings(384)
+    return corpus, np.asarray(emb.embed_documents([corpus.sentence(8, 20) for _ in range(n)]), dtype=np.float32)
+
+
+def _exact_ids(mat: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    cos = (mat @ q) / np.linalg.norm(mat, axis=1)
+    return [int(ids[i]) for i in np.lexsort((ids, -cos))[:k]]
+
+
+def test_sparse_vectors_are_searched_exactly_where_sign_bits_would_lose_most_neighbours(monkeypatch):
+    """A 0 entry has no sign: over hash embeddings the sign-bit pool kept ~.25 of the exact top 50
+    (measured at 60k); such a partition is searched exactly at any size, a dense one still coarse."""
+    from engine.roles.embeddings import HashEmbeddings
+
+    corpus, mat = _hashed(3000)
+    ids = np.arange(10, 3010, dtype=np.int64)
+    sparse = VectorPartition(1, ids.copy(), mat.copy(), np.ones(3000, dtype=bool))
+    _, dense = _partition(3000)
+    assert sparse.sparse and not dense.sparse
+    coarse_calls = []
+    real = VectorPartition._coarse_search
+    monkeypatch.setattr(VectorPartition, "_coarse_search",
+                        lambda self, *a: coarse_calls.append(self) or real(self, *a))
+    emb = HashEmbeddings(384)
+    for _ in range(10):
+        q = np.asarray(emb.embed_query(corpus.sentence(3, 6)), dtype=np.float32)
+        got = sparse.search(q, 20, False, coarse_above=10, coarse_min=200, coarse_factor=1)
+        assert [rid for rid, _ in got] == _exact_ids(mat, ids, q, 20)
+    assert coarse_calls == []
+    dense.search(dense.mat[3], 20, False, coarse_above=10, coarse_min=200, coarse_factor=1)
+    assert coarse_calls == [dense]
+
+
+def test_sparseness_is_sampled_again_once_the_partition_has_doubled():
+    _, mat = _hashed(40)
+    _, part = _partition(30, dim=384)
+    assert not part.sparse
+    part.append(list(range(50000, 50040)), mat, [True] * 40)  # 70 rows now, 40 of them hashed
+    assert part.sparse
+
+
+def test_a_mapped_sparse_partition_is_searched_exactly_from_its_file(tmp_path):
+    corpus, mat = _hashed(2500, seed=2)
+    np.save(tmp_path / "m.npy", mat)
+    ids = np.arange(1, 2501, dtype=np.int64)
+    mapped = VectorPartition(1, ids.copy(), np.load(tmp_path / "m.npy", mmap_mode="c"), np.ones(2500, dtype=bool),
+                             mapped=True)
+    for i in range(5):
+        q = mat[i * 101] + 0.5 * mat[i * 101 + 1]
+        assert [rid for rid, _ in mapped.search(q, 10, False, coarse_min=200, coarse_factor=1)] == \
+            _exact_ids(mat, ids, q, 10)

@@ -14,7 +14,8 @@ above that the nearest few thousand by the Hamming distance of the copy's sign b
 exactly on its floats (for a partition over the memory budget, a mapped copy: the sign bits in
 memory, the floats read from the saved copy's file; engine.stores.sqlite.vectors). Otherwise from
 the stored floats: exact up to `exact_knn_max` vectors, above that a Hamming KNN on vec0's sign
-bits rescored on the floats of `record_vectors`.
+bits rescored on the floats of `record_vectors`. Sparse vectors (feature hashing: most entries 0,
+which have no sign) are always searched exactly, in memory or from the stored floats.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from engine.core.text import fts_query, fts_terms, user_key
 from engine.stores.sqlite.bm25 import scorable, score_terms
 from engine.stores.sql import check_vector
 from engine.stores.sqlite.records import sign_bits
+from engine.stores.sqlite.vectors import SPARSE_SAMPLE, is_sparse
 
 __all__ = ["EXACT_KNN_MAX", "SQLiteSearch"]
 
@@ -146,7 +148,7 @@ class SQLiteSearch:
             size = self._partition_size(conn, user_id)
             if size == 0:
                 return []
-            if size <= self.exact_knn_max or k * self.rescore_factor >= size:
+            if size <= self.exact_knn_max or k * self.rescore_factor >= size or self._sparse_user(conn, user_id):
                 # exact: every float of the user, streamed from record_vectors
                 blobs = self._user_blobs(conn, user_id, include_invalid)
             else:
@@ -160,6 +162,15 @@ class SQLiteSearch:
                 )]  # fmt: skip
                 blobs = self._blobs(conn, user_id, ids)
         return self._rank_blobs(blobs, arr, int(k))
+
+    def _sparse_user(self, conn: Any, user_id: str) -> bool:
+        """Whether the user's stored vectors are sparse (engine.stores.sqlite.vectors.is_sparse of a
+        sample of them): sign bits cannot stand for those, so they are searched exactly."""
+        rows = conn.execute(
+            "SELECT v.embedding FROM records r JOIN record_vectors v ON v.id = r.id WHERE r.user_id = ? LIMIT ?",
+            (user_id, SPARSE_SAMPLE),
+        ).fetchall()
+        return bool(rows) and is_sparse(np.frombuffer(b"".join(b for (b,) in rows), dtype=np.float32))
 
     @staticmethod
     def _user_blobs(conn: Any, user_id: str, include_invalid: bool) -> list[tuple[int, bytes]]:

@@ -13,6 +13,13 @@ bits word by word, the pool every row at most as far as its pool-th nearest, the
 the int8 copy, and its best few rescored exactly on the file's floats. Where no copy can be
 saved (':memory:', a read-only directory) or even that exceeds the budget, the store searches
 with vec0 instead.
+
+Sign bits stand for a vector only when its entries are non-zero: a *sparse* partition (more than
+`SPARSE_ZERO_SHARE` of its entries exactly 0, as feature-hashed embeddings are: ~79 % for
+`HashEmbeddings` of sentence-sized records) is always searched exactly. Measured at 60k hash-embedded
+sentences, the coarse pool kept .25 of the exact top 50 (.69 with the Hamming distance confined to
+the query's non-zero entries, .79 counting sign agreement only where both are non-zero), while for
+MiniLM embeddings of 6,781 LoCoMo sentences a pool of 7.6 % kept .995 of the exact top 50.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import numpy as np
 
 from engine.core.lru import LRU
 
-__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition", "partition_from_rows"]
+__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "SPARSE_ZERO_SHARE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition",
+           "is_sparse", "partition_from_rows"]
 
 #: Default memory for the in-memory vector partitions (100k vectors of 384 dims take ~150 MB).
 VECTOR_CACHE_MB = 1024
@@ -44,6 +52,17 @@ MAPPED_RESCORE_MIN = 128
 HAMMING_BLOCK = 1 << 16
 #: The Hamming distance given to a row the search may not return (above any real one).
 INELIGIBLE = 65535
+#: A partition whose sampled entries are exactly 0 more often than this is sparse: searched exactly,
+#: never by sign bits (a 0 entry has no sign; dense embedders give none, feature hashing ~80 %).
+SPARSE_ZERO_SHARE = 0.25
+#: Rows sampled (evenly spaced) to tell a sparse partition, again each time it has doubled.
+SPARSE_SAMPLE = 256
+
+
+def is_sparse(mat: np.ndarray) -> bool:
+    """Whether more than `SPARSE_ZERO_SHARE` of the entries of `mat` are exactly 0."""
+    mat = np.asarray(mat)
+    return bool(mat.size) and np.count_nonzero(mat == 0) > SPARSE_ZERO_SHARE * mat.size
 
 
 class VectorPartition:
@@ -56,7 +75,8 @@ class VectorPartition:
     floats of the best few rows of its pool from the file.
     """
 
-    __slots__ = ("_codes", "_index", "_sorted", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_index", "_sorted", "_sparse", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale",
+                 "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
                  inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False,
@@ -80,6 +100,7 @@ class VectorPartition:
         self._sorted: bool | None = None  # whether ids ascend (rows are then found by bisection, no dict)
         # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
         self._codes: np.ndarray | None = codes
+        self._sparse: tuple[bool, int] | None = None  # (whether sparse, rows when sampled)
 
     @property
     def index(self) -> dict[int, int]:
@@ -123,6 +144,16 @@ class VectorPartition:
         if not found:
             raise KeyError(rid)
         return found[0][1]
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the partition's vectors are sparse (`is_sparse` of up to `SPARSE_SAMPLE` rows spread
+        over it), sampled again each time the partition has doubled since."""
+        got = self._sparse
+        if got is None or self.n >= 2 * got[1]:
+            rows = np.unique(np.linspace(0, self.n - 1, num=min(self.n, SPARSE_SAMPLE)).astype(np.int64))
+            got = self._sparse = (is_sparse(self.rows(rows)) if self.n else False, max(1, self.n))
+        return got[0]
 
     @property
     def codes(self) -> np.ndarray:
@@ -280,16 +311,15 @@ class VectorPartition:
         """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors (always, when
         mapped) coarse to fine (the max(coarse_min, coarse_factor·k, n / COARSE_FRACTION) nearest by the Hamming distance of
         sign bits, with every vector tied with the last of them, rescored exactly on the floats). A coarse
-        pool that would hold every vector is exact."""
+        pool that would hold every vector is exact, and so is the search of a sparse partition."""
         n = self.n
         if n == 0:
             return []
         pool = max(int(coarse_min), int(coarse_factor) * int(k), n // COARSE_FRACTION)
-        if (self.mapped or (coarse_above is not None and n > coarse_above)) and pool < n:
+        if (self.mapped or (coarse_above is not None and n > coarse_above)) and pool < n and not self.sparse:
             return self._coarse_search(q, k, include_invalid, pool)
         qn = float(np.linalg.norm(q))
-        # einsum, not BLAS: a threaded sgemv is 2-4x slower on a busy 2-core machine and no faster idle
-        scores = np.einsum("ij,j->i", self.mat[:n] if not self.mapped else self.rows(np.arange(n)), q) * self.inv_norm[:n]
+        scores = self._dots(q) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         eligible = n
         if not include_invalid:
@@ -297,6 +327,13 @@ class VectorPartition:
             eligible = int(np.count_nonzero(valid))
             scores[~valid] = -np.inf
         return self._top(scores, np.arange(n), k, eligible)
+
+    def _dots(self, q: np.ndarray) -> np.ndarray:
+        """Every row's dot product with `q` (a mapped file a block at a time, never all of it at once)."""
+        # einsum, not BLAS: a threaded sgemv is 2-4x slower on a busy 2-core machine and no faster idle
+        if not self.mapped:
+            return np.einsum("ij,j->i", self.mat[: self.n], q)
+        return np.concatenate([np.einsum("ij,j->i", c, q) for c in self.float_chunks()])
 
     def _top(self, scores: np.ndarray, rows: np.ndarray, k: int, eligible: int) -> list[tuple[int, float]]:
         """The k best of `scores` (for partition rows `rows`; -inf for the ineligible), ties by id."""
