@@ -94,13 +94,27 @@ def test_sparseness_is_sampled_again_once_the_partition_has_doubled():
     assert part.sparse
 
 
-def test_a_mapped_sparse_partition_is_searched_exactly_from_its_file(tmp_path):
+def test_a_mapped_sparse_partition_ranks_on_its_int8_copy_and_rescores_from_its_file(tmp_path, monkeypatch):
+    """Over the memory budget a sparse partition is ranked on the int8 copy in memory (every row)
+    and its best rows rescored exactly from the file; before the copy is in, exactly from the file."""
     corpus, mat = _hashed(2500, seed=2)
     np.save(tmp_path / "m.npy", mat)
     ids = np.arange(1, 2501, dtype=np.int64)
-    mapped = VectorPartition(1, ids.copy(), np.load(tmp_path / "m.npy", mmap_mode="c"), np.ones(2500, dtype=bool),
-                             mapped=True)
-    for i in range(5):
+    valid = np.ones(2500, dtype=bool)
+    valid[::11] = False
+    mapped = VectorPartition(1, ids.copy(), np.load(tmp_path / "m.npy", mmap_mode="c"), valid.copy(), mapped=True)
+    read = []
+    real_rows = VectorPartition.rows
+    monkeypatch.setattr(VectorPartition, "rows", lambda self, rows: read.append(len(rows)) or real_rows(self, rows))
+    live = np.flatnonzero(valid)
+    for i in range(8):
         q = mat[i * 101] + 0.5 * mat[i * 101 + 1]
-        assert [rid for rid, _ in mapped.search(q, 10, False, coarse_min=200, coarse_factor=1)] == \
-            _exact_ids(mat, ids, q, 10)
+        got = mapped.search(q, 10, False, coarse_min=200, coarse_factor=1)
+        assert [rid for rid, _ in got] == _exact_ids(mat[live], ids[live], q, 10)
+        assert len(got) == 10 and all(valid[rid - 1] for rid, _ in got)
+    assert read and max(read) < 400  # the best ~128 of 2,500 rows (ties included) read from the file, not all
+    assert mapped.search(mat[5], 3, True, coarse_min=200)[0][0] == 6
+    read.clear()
+    mapped.q8 = None  # the int8 copy not in yet (loading in its thread): exact over the file
+    q = mat[7] + 0.5 * mat[8]
+    assert [rid for rid, _ in mapped.search(q, 10, False, coarse_min=200)] == _exact_ids(mat[live], ids[live], q, 10)

@@ -16,7 +16,8 @@ with vec0 instead.
 
 Sign bits stand for a vector only when its entries are non-zero: a *sparse* partition (more than
 `SPARSE_ZERO_SHARE` of its entries exactly 0, as feature-hashed embeddings are: ~79 % for
-`HashEmbeddings` of sentence-sized records) is always searched exactly. Measured at 60k hash-embedded
+`HashEmbeddings` of sentence-sized records) is searched exactly in memory, and when mapped ranked
+on its int8 copy with the best few rescored exactly on the file's floats. Measured at 60k hash-embedded
 sentences, the coarse pool kept .25 of the exact top 50 (.69 with the Hamming distance confined to
 the query's non-zero entries, .79 counting sign agreement only where both are non-zero), while for
 MiniLM embeddings of 6,781 LoCoMo sentences a pool of 7.6 % kept .995 of the exact top 50.
@@ -316,8 +317,11 @@ class VectorPartition:
         if n == 0:
             return []
         pool = max(int(coarse_min), int(coarse_factor) * int(k), n // COARSE_FRACTION)
-        if (self.mapped or (coarse_above is not None and n > coarse_above)) and pool < n and not self.sparse:
-            return self._coarse_search(q, k, include_invalid, pool)
+        if (self.mapped or (coarse_above is not None and n > coarse_above)) and pool < n:
+            if not self.sparse:
+                return self._coarse_search(q, k, include_invalid, pool)
+            if self.mapped and self.q8_ready(wait=False):
+                return self._q8_search(q, k, include_invalid)
         qn = float(np.linalg.norm(q))
         scores = self._dots(q) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
@@ -370,6 +374,33 @@ class VectorPartition:
             if not include_invalid:
                 acc[~self.valid[s:e]] = INELIGIBLE
         return ham
+
+    def _q8_search(self, q: np.ndarray, k: int, include_invalid: bool) -> list[tuple[int, float]]:
+        """A mapped sparse partition's search: approximate cosines of every row on the int8 copy in
+        memory (block by block, int8 times the float query without a float copy of the block), the
+        best max(MAPPED_RESCORE_MIN, 2k) (ties included) rescored exactly on the file's floats. Sign
+        bits would lose most neighbours of sparse vectors; reading every float from a file the page
+        cache cannot hold costs disk reads (measured at 200k hash vectors, file in the page cache:
+        83 ms exact, 55 ms this way, the same top 50)."""
+        n = self.n
+        approx = np.empty(n, dtype=np.float32)
+        for s in range(0, n, HAMMING_BLOCK):
+            e = min(n, s + HAMMING_BLOCK)
+            np.einsum("ij,j->i", self.q8[s:e], q, dtype=np.float32, casting="unsafe", out=approx[s:e])
+        approx *= self.q8_scale[:n] * self.inv_norm[:n]
+        eligible = n
+        if not include_invalid:
+            eligible = int(np.count_nonzero(self.valid[:n]))
+            approx[~self.valid[:n]] = -np.inf
+        r = min(max(MAPPED_RESCORE_MIN, 2 * k), eligible)
+        if r <= 0:
+            return []
+        rows = np.flatnonzero(approx >= np.partition(approx, n - r)[n - r])
+        rows = rows[approx[rows] > -np.inf]
+        qn = float(np.linalg.norm(q))
+        scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
+        scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
+        return self._top(scores, rows, k, len(rows))
 
     def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
         ham = self.hamming(q, include_invalid)
