@@ -180,3 +180,43 @@ def test_keyword_phrase_part_is_the_pool_rule(kws, seed):
         hay, rec_kw, content = _terms(r)
         assert p == _phrase_by_pool(scorer.q_kw, scorer.multi, rec_kw, content)
         assert t == len(scorer.kw_tokens & hay) / len(scorer.kw_tokens)
+
+
+_PIECES = ["tea", "teas", "tea's", "tea's's", "it's", "don't", "o'tea", "tea'x", "'tea", "tea'", "x2", "2x", "the",
+           "a", "s", "'s", "''", "'", "-", ".", ",", "_", "é", "TEA", "Tea's", "teatea", "bob", "bob's", "9"]
+_SEPS = ["", " ", "  ", "'", "-", "\n"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts=st.lists(st.tuples(st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(_SEPS)), max_size=8),
+                                st.lists(st.sampled_from(_PIECES), max_size=3),
+                                st.sampled_from([None, "Leeds", "tea's place", "o'hare"])), min_size=1, max_size=6),
+       needles=st.frozensets(st.sampled_from(["tea", "it's", "don't", "x2", "9", "bob", "the", "a", "s", "teatea",
+                                              "o'tea", "leeds", "place"]), min_size=1, max_size=5))
+def test_token_hits_count_what_tokenising_each_record_finds(texts, needles):
+    """The keyword tokens found in all records' haystacks at once are, record by record, those of
+    the record's token set (content_token_set, as the dimension path's tokenised form reads it)."""
+    from engine.core.text import content_token_set
+    from engine.memory.dimension import token_hits
+
+    recs = [MemoryRecord(id=i + 1, user_id="u", content="".join(p + s for p, s in words) or "x", memory_type="fact",
+                         keywords=tuple(kws), location=loc, created_at=T0)
+            for i, (words, kws, loc) in enumerate(texts)]
+    got = token_hits(needles, recs)
+    assert got is not None
+    for r, n in zip(recs, got, strict=True):
+        text = f"{r.content} {' '.join(r.keywords)} {r.location or ''}"
+        if not text.isascii():
+            assert n is None
+        else:
+            assert n == len(needles & content_token_set(text)), (text, needles)
+
+
+def test_token_hits_leave_a_needle_that_is_not_one_plain_token_to_the_tokeniser():
+    from engine.memory.dimension import token_hits
+
+    recs = _records(5, random.Random(3))
+    assert token_hits(frozenset({"tea", "hiking boots"}), recs) is None
+    assert token_hits(frozenset({"runner's"}), recs) is None
+    assert token_hits(frozenset({"Tea"}), recs) is None
+    assert token_hits(frozenset({"tea", "the"}), recs) is not None  # a stopword needle just never counts

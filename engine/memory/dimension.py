@@ -6,25 +6,30 @@ the `around` tolerances), location, keyword tokens and keyword phrases. The scor
 weighted by `dim_weights`, renormalised over the parts present. Which parts are present, their
 weights and everything about the question is fixed for a query, so `DimensionScorer` works it out
 once and then scores each record with only the record's side of the work (the records' token sets
-are cached by content: the same records are re-scored by every query).
+are cached by content: the same records are re-scored by every query). On ASCII text the keyword
+tokens are found in all the records at once (`token_hits`), so a record read for the first time
+is not tokenised.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from itertools import accumulate
 
 import numpy as np
 
 from engine.core.attributes import stated_attribute
 from engine.core.lru import per_object
 from engine.core.records import MemoryRecord
-from engine.core.text import content_token_set, content_tokens, normalize
+from engine.core.text import STOPWORDS, content_token_set, content_tokens, normalize
 from engine.core.timequery import time_match
 from engine.roles.types import ParsedQuery
 
-__all__ = ["DimensionScorer", "dimension_score", "has_constraint", "ANSWER_FIELDS"]
+__all__ = ["DimensionScorer", "dimension_score", "has_constraint", "ANSWER_FIELDS", "HAYSTACK_SEP", "ascii_haystack",
+           "token_hits"]
 
 #: The record field that holds each kind of answer (a question's `answer_dimension`).
 ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
@@ -114,14 +119,21 @@ class DimensionScorer:
 
         The phrase part: with multi-word (or CJK) keywords, the share of those the record lists as a
         keyword or its content holds; otherwise 1 when the record lists one of the keywords, else
-        the share of the keywords its content holds."""
+        the share of the keywords its content holds. Records whose tokens were never read (a
+        question's bm25 and dense hits are mostly new to the process) are not tokenised when the
+        text is ASCII: `token_hits` finds the keyword tokens in all of them at once."""
         kw_tokens, q_kw, multi = self.kw_tokens, self.q_kw, self.multi
         n_tokens, n_kw, n_multi = len(kw_tokens), len(q_kw), len(multi)
         tokens: list[float] = []
         phrases: list[float] = []
-        for r in records:
-            hay_tokens, rec_kw, content = _terms(r)
-            tokens.append(len(kw_tokens & hay_tokens) / n_tokens if n_tokens else 0.0)
+        counts = token_hits(kw_tokens, records)
+        for j, r in enumerate(records):
+            if counts is None or counts[j] is None:
+                hay_tokens, rec_kw, content = _terms(r)
+                tokens.append(len(kw_tokens & hay_tokens) / n_tokens if n_tokens else 0.0)
+            else:
+                rec_kw, content = _ascii_keywords(r)
+                tokens.append(counts[j] / n_tokens if n_tokens else 0.0)
             hits = 0
             if multi:
                 for k in multi:
@@ -136,6 +148,92 @@ class DimensionScorer:
                         hits += 1
                 phrases.append(hits / n_kw)
         return tokens, phrases
+
+
+#: Joins records' haystacks into one string (no record text holds it).
+HAYSTACK_SEP = "\x00"
+
+
+@per_object()
+def ascii_haystack(rec: MemoryRecord) -> str | None:
+    """A record's lower-cased "content keywords location" (the text its token set is made from),
+    None when it is not ASCII; kept per record object (records are frozen and the store hands back
+    the same objects while nothing was written)."""
+    keywords = rec.keywords
+    return _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
+
+
+@lru_cache(maxsize=1 << 16)
+def _ascii_haystack(content: str, keywords: tuple[str, ...], location: str) -> str | None:
+    hay = f"{content} {' '.join(keywords)} {location}"
+    return hay.lower() if hay.isascii() and HAYSTACK_SEP not in hay else None
+
+
+_PLAIN_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+
+
+def token_hits(needles: frozenset[str] | set[str], records: Sequence[MemoryRecord]) -> list[int | None] | None:
+    """How many of `needles` each record's token set (`content_token_set` of its haystack) holds,
+    found in all the records' ASCII haystacks at once instead of tokenising each record; None for
+    a record that is not ASCII (tokenise it), and None for all when a needle is not one plain
+    ASCII token (lower-case letters and digits, inner apostrophes, no possessive "'s").
+
+    ASCII tokens are maximal runs of [a-z0-9]+('[a-z0-9]+)* of the lower-cased text; a token
+    ending in "'s" counts without it, and stopwords never count. So an occurrence of a needle is
+    a hit when no token runs into it from the left (no letter or digit before it, nor an
+    apostrophe after one) and the token ends right after it, or right after a possessive "'s"."""
+    live = [t for t in needles if t not in STOPWORDS]
+    if not all(_PLAIN_TOKEN.fullmatch(t) and not t.endswith("'s") for t in live):
+        return None
+    hays = [ascii_haystack(r) for r in records]
+    text = HAYSTACK_SEP.join([h or "" for h in hays])
+    ends = list(accumulate(len(h or "") + 1 for h in hays))  # the separator's offset after each text
+    counts = [0] * len(hays)
+    n = len(text)
+    for t in live:
+        size, last = len(t), -1
+        at = text.find(t)
+        while at >= 0:
+            if not _runs_in(text, at) and _ends_at(text, at + size, n):
+                j = bisect_right(ends, at)
+                if j != last:  # a needle counts once per record
+                    counts[j] += 1
+                    last = j
+            at = text.find(t, at + size)  # occurrences of one token cannot overlap a hit
+    return [None if h is None else c for h, c in zip(hays, counts, strict=True)]
+
+
+def _alnum(ch: str) -> bool:
+    return ("a" <= ch <= "z") or ("0" <= ch <= "9")
+
+
+def _runs_in(text: str, at: int) -> bool:
+    """Whether a token of `text` runs into position `at` from the left (a letter or digit right
+    before it, or one and an apostrophe)."""
+    if at == 0:
+        return False
+    before = text[at - 1]
+    return _alnum(before) or (before == "'" and at >= 2 and _alnum(text[at - 2]))
+
+
+def _ends_at(text: str, e: int, n: int) -> bool:
+    """Whether the token whose letters or digits run up to `e` ends there, or right after a
+    possessive "'s" there."""
+    if e < n and _alnum(text[e]):
+        return False
+    if e + 1 < n and text[e] == "'" and _alnum(text[e + 1]):
+        if text[e + 1] != "s":
+            return False
+        e += 2
+        return not ((e < n and _alnum(text[e])) or (e + 1 < n and text[e] == "'" and _alnum(text[e + 1])))
+    return True
+
+
+@per_object()
+def _ascii_keywords(record: MemoryRecord) -> tuple[frozenset[str], str]:
+    """The keyword set and normalised content `_record_terms` gives an ASCII record (normalising
+    ASCII is lower-casing), without its token set."""
+    return frozenset(k.lower() for k in record.keywords), record.content.lower()
 
 
 @per_object()

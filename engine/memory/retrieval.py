@@ -25,18 +25,16 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from itertools import accumulate
 
 import numpy as np
 
 from engine.core.config import MemoryConfig
 from engine.core.forgetting import relevance as set_relative_relevance
-from engine.core.lru import per_object
 from engine.core.records import MemoryRecord, record_text
 from engine.core.timequery import time_window
 from engine.memory.candidates import PATHS, Candidate, CandidateSet
-from engine.memory.dimension import DimensionScorer, dimension_score, has_constraint
+from engine.memory.dimension import HAYSTACK_SEP, DimensionScorer, ascii_haystack, dimension_score, has_constraint
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
@@ -147,13 +145,13 @@ def keyword_prefilter(scorer: DimensionScorer) -> Callable[[Sequence[MemoryRecor
     if scorer.keys != ["keyword_tokens", "keyword_phrase"]:
         return None
     needles = tuple(dict.fromkeys([*scorer.kw_tokens, *scorer.q_kw]))
-    if not needles or not all(n.isascii() and _SEP not in n for n in needles):
+    if not needles or not all(n.isascii() and HAYSTACK_SEP not in n for n in needles):
         return None
 
     def may_credit(recs: Sequence[MemoryRecord]) -> list[int]:
-        hays = [_haystack(r) for r in recs]
+        hays = [ascii_haystack(r) for r in recs]
         found = {j for j, h in enumerate(hays) if h is None}
-        text = _SEP.join([h or "" for h in hays])
+        text = HAYSTACK_SEP.join([h or "" for h in hays])
         ends = list(accumulate(len(h or "") + 1 for h in hays))  # the separator's offset after each text
         for n in needles:
             at = text.find(n)
@@ -164,25 +162,6 @@ def keyword_prefilter(scorer: DimensionScorer) -> Callable[[Sequence[MemoryRecor
         return sorted(found)
 
     return may_credit
-
-
-_SEP = "\x00"
-
-
-@per_object()
-def _haystack(rec: MemoryRecord) -> str | None:
-    """`_ascii_haystack` of a record, kept per record object (records are frozen and the store
-    hands back the same objects while nothing was written)."""
-    keywords = rec.keywords
-    return _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
-
-
-@lru_cache(maxsize=1 << 16)
-def _ascii_haystack(content: str, keywords: tuple[str, ...], location: str) -> str | None:
-    """A record's lower-cased content + keywords + location for `keyword_prefilter`, None when it is
-    not ASCII (cached by the record's text: every query's prefilter sees the same records)."""
-    hay = f"{content} {' '.join(keywords)} {location}"
-    return hay.lower() if hay.isascii() and _SEP not in hay else None
 
 
 def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) -> dict[str, list[MemoryRecord]]:
