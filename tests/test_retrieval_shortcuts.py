@@ -6,7 +6,7 @@ import random
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.core.config import MemoryConfig
@@ -108,7 +108,8 @@ def test_candidate_set_inputs_are_the_records():
                            min_size=1, max_size=8),
        now=st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)),
        count=st.integers(0, 50))
-def test_candidate_age_and_count_are_the_records(reinforced, now, count):
+@example(reinforced=[datetime(1905, 1, 1, tzinfo=UTC)], now=datetime(2191, 1, 1, 0, 0, 0, 1, tzinfo=UTC), count=0)
+def test_candidate_age_and_count_are_the_records(reinforced, now, count):  # (286 years: past 2**53 microseconds)
     recs = {i + 1: MemoryRecord(id=i + 1, user_id="u", content="x", memory_type="fact", created_at=T0,
                                 last_reinforced_at=when, strengthen_count=count) for i, when in enumerate(reinforced)}
     cs = CandidateSet.from_records(recs, {}, path_scores={}, now=now, count_tokens=lambda r: 1)

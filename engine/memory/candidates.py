@@ -119,7 +119,13 @@ class CandidateSet:
         recs = [records[i] for i in ids]
         tags, u, sources, sessions, reinforced, n = zip(*map(_fixed, recs)) if recs else ((),) * 6
         # the age in seconds from whole microseconds: exactly timedelta.total_seconds(), for all at once
-        age = (_micros(now) - np.array(reinforced, dtype=np.int64)) / 1e6
+        # (an int64 of microseconds converts to float exactly below 2**53, ~285 years; a longer
+        # age is divided as Python ints, as total_seconds() does)
+        micros = _micros(now) - np.array(reinforced, dtype=np.int64)
+        age = micros / 1e6
+        far = np.abs(micros) >= _EXACT_MICROS
+        if far.any():
+            age[far] = [int(m) / 10**6 for m in micros[far]]
         return cls(
             ids=ids,
             R=_floats(float(R.get(i, 0.0)) for i in ids),
@@ -196,6 +202,7 @@ def _micros(when: datetime) -> int:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EXACT_MICROS = 2**53
 _MICROSECOND = timedelta(microseconds=1)
 
 
