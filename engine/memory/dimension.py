@@ -119,21 +119,35 @@ class DimensionScorer:
 
         The phrase part: with multi-word (or CJK) keywords, the share of those the record lists as a
         keyword or its content holds; otherwise 1 when the record lists one of the keywords, else
-        the share of the keywords its content holds. Records whose tokens were never read (a
-        question's bm25 and dense hits are mostly new to the process) are not tokenised when the
-        text is ASCII: `token_hits` finds the keyword tokens in all of them at once."""
+        the share of the keywords its content holds.
+
+        A record seen for the first time (a question's bm25 and dense hits are mostly new to the
+        process) is not tokenised when its text is ASCII: `token_hits` finds the keyword tokens in
+        all of those at once. One seen before is tokenised once and its token set kept (a
+        session's records are re-scored every turn: a set intersection is cheaper than a search)."""
         kw_tokens, q_kw, multi = self.kw_tokens, self.q_kw, self.multi
         n_tokens, n_kw, n_multi = len(kw_tokens), len(q_kw), len(multi)
         tokens: list[float] = []
         phrases: list[float] = []
-        counts = token_hits(kw_tokens, records)
+        keys = [_text_key(r) for r in records]
+        kept = [_TERMS.get(k) for k in keys]
+        first = [j for j, k in enumerate(keys) if kept[j] is None and k not in _FOUND_ONCE]
+        found: dict[int, int] = {}
+        for j, count in zip(first, (token_hits(kw_tokens, [records[j] for j in first]) if first else None) or (),
+                            strict=False):
+            if count is not None:
+                found[j] = count
+                if len(_FOUND_ONCE) >= _TEXTS_MAX:
+                    _FOUND_ONCE.clear()
+                _FOUND_ONCE.add(keys[j])
         for j, r in enumerate(records):
-            if counts is None or counts[j] is None:
-                hay_tokens, rec_kw, content = _terms(r)
+            count = found.get(j)
+            if count is None:
+                hay_tokens, rec_kw, content = kept[j] or _record_terms(keys[j])
                 tokens.append(len(kw_tokens & hay_tokens) / n_tokens if n_tokens else 0.0)
             else:
                 rec_kw, content = _ascii_keywords(r)
-                tokens.append(counts[j] / n_tokens if n_tokens else 0.0)
+                tokens.append(count / n_tokens if n_tokens else 0.0)
             hits = 0
             if multi:
                 for k in multi:
@@ -236,12 +250,15 @@ def _ascii_keywords(record: MemoryRecord) -> tuple[frozenset[str], str]:
     return frozenset(k.lower() for k in record.keywords), record.content.lower()
 
 
-@per_object()
-def _terms(record: MemoryRecord) -> tuple[frozenset[str], frozenset[str], str]:
-    """`_record_terms` of a record, kept per record object (records are frozen)."""
+def _text_key(record: MemoryRecord) -> tuple[str, tuple[str, ...], str]:
+    """(content, keywords, location): what a record's terms are made from."""
     keywords = record.keywords
-    return _record_terms(record.content, keywords if type(keywords) is tuple else tuple(keywords),
-                         record.location or "")
+    return record.content, keywords if type(keywords) is tuple else tuple(keywords), record.location or ""
+
+
+def _terms(record: MemoryRecord) -> tuple[frozenset[str], frozenset[str], str]:
+    """`_record_terms` of a record."""
+    return _record_terms(_text_key(record))
 
 
 @lru_cache(maxsize=1024)
@@ -267,9 +284,22 @@ def _normalized(text: str) -> str:
     return normalize(text)
 
 
-@lru_cache(maxsize=1 << 16)
-def _record_terms(content: str, keywords: tuple[str, ...], location: str) -> tuple[frozenset[str], frozenset[str], str]:
-    """A record's token set, keyword set and normalised content (cached: the same records are
-    re-scored by every query, and tokenising dominated the dimension path's time)."""
-    hay = content_token_set(f"{content} {' '.join(keywords)} {location}")
-    return hay, frozenset(normalize(k) for k in keywords), normalize(content)
+#: Records' terms by their text (the same records are re-scored by every query, and tokenising
+#: dominated the dimension path's time); bounded: cleared when full.
+_TERMS: dict[tuple[str, tuple[str, ...], str], tuple[frozenset[str], frozenset[str], str]] = {}
+#: Texts whose keyword tokens `token_hits` found once: the next sighting tokenises and keeps the set.
+_FOUND_ONCE: set[tuple[str, tuple[str, ...], str]] = set()
+_TEXTS_MAX = 1 << 16
+
+
+def _record_terms(key: tuple[str, tuple[str, ...], str]) -> tuple[frozenset[str], frozenset[str], str]:
+    """A record's token set, keyword set and normalised content, from (content, keywords, location)."""
+    got = _TERMS.get(key)
+    if got is None:
+        content, keywords, location = key
+        got = (content_token_set(f"{content} {' '.join(keywords)} {location}"),
+               frozenset(normalize(k) for k in keywords), normalize(content))
+        if len(_TERMS) >= _TEXTS_MAX:
+            _TERMS.clear()
+        _TERMS[key] = got
+    return got
