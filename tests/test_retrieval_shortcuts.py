@@ -223,28 +223,27 @@ def test_token_hits_leave_a_needle_that_is_not_one_plain_token_to_the_tokeniser(
     assert token_hits(frozenset({"tea", "the"}), recs) is not None  # a stopword needle just never counts
 
 
-def test_keyword_scores_are_the_tokenisers_on_first_second_and_later_sightings():
-    """A record's first sighting finds its keyword tokens without tokenising it, the second
-    tokenises it and keeps the set, later ones read the kept set: all three score as tokenising."""
+def test_keyword_scores_are_the_tokenisers_on_searched_and_tokenised_sightings():
+    """A record's first sightings find its keyword tokens without tokenising it, the next
+    tokenises it and keeps the set, later ones read the kept set: all score as tokenising."""
     from engine.core.text import content_token_set
+    from engine.memory.dimension import _SEARCHED, _TERMS, SEARCH_SIGHTINGS, _text_key
 
     rng = random.Random(7)
     recs = _records(60, rng)
     weights = MemoryConfig().dim_weights
-    kws = ["tea", "runner", "hiking", "café", "can't"]
+    kws = ["tea", "runner", "hiking", "can't", "leeds"]  # plain ASCII tokens: searched while new
     scorer = DimensionScorer(ParsedQuery(text=" ".join(kws), keywords=kws), weights)
     share = []
     for r in recs:
         hay = content_token_set(f"{r.content} {' '.join(r.keywords)} {r.location or ''}")
         share.append(len(scorer.kw_tokens & hay) / len(scorer.kw_tokens))
-    fresh = [MemoryRecord(**{f: getattr(r, f) for f in r.__dataclass_fields__}) for r in recs]
-    from engine.memory.dimension import _FOUND_ONCE, _TERMS
-
     _TERMS.clear()
-    _FOUND_ONCE.clear()  # texts never seen
-    for _ in range(3):
-        tokens, _phrases = scorer._keyword_columns(fresh)
+    _SEARCHED.clear()  # texts never seen
+    ascii_ = [r for r in recs if f"{r.content} {' '.join(r.keywords)} {r.location or ''}".isascii()]
+    assert ascii_ and len(ascii_) < len(recs)
+    for sighting in range(SEARCH_SIGHTINGS + 2):
+        tokens, _phrases = scorer._keyword_columns(recs)
         assert tokens == share
-    from engine.memory.dimension import _TERMS, _text_key
-
-    assert all(_text_key(r) in _TERMS for r in fresh)  # tokenised once, on the second sighting
+        tokenised = sum(_text_key(r) in _TERMS for r in ascii_)
+        assert tokenised == (0 if sighting < SEARCH_SIGHTINGS else len(ascii_))

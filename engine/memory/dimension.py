@@ -121,25 +121,27 @@ class DimensionScorer:
         keyword or its content holds; otherwise 1 when the record lists one of the keywords, else
         the share of the keywords its content holds.
 
-        A record seen for the first time (a question's bm25 and dense hits are mostly new to the
+        A record met for the first times (a question's bm25 and dense hits are mostly new to the
         process) is not tokenised when its text is ASCII: `token_hits` finds the keyword tokens in
-        all of those at once. One seen before is tokenised once and its token set kept (a
-        session's records are re-scored every turn: a set intersection is cheaper than a search)."""
+        all of those at once. One met more often (`SEARCH_SIGHTINGS`) is tokenised once and its
+        token set kept (a session's records are re-scored every turn: a set intersection is
+        cheaper than a search)."""
         kw_tokens, q_kw, multi = self.kw_tokens, self.q_kw, self.multi
         n_tokens, n_kw, n_multi = len(kw_tokens), len(q_kw), len(multi)
         tokens: list[float] = []
         phrases: list[float] = []
         keys = [_text_key(r) for r in records]
         kept = [_TERMS.get(k) for k in keys]
-        first = [j for j, k in enumerate(keys) if kept[j] is None and k not in _FOUND_ONCE]
+        seen = _SEARCHED
+        first = [j for j, k in enumerate(keys) if kept[j] is None and seen.get(k, 0) < SEARCH_SIGHTINGS]
         found: dict[int, int] = {}
         for j, count in zip(first, (token_hits(kw_tokens, [records[j] for j in first]) if first else None) or (),
                             strict=False):
             if count is not None:
                 found[j] = count
-                if len(_FOUND_ONCE) >= _TEXTS_MAX:
-                    _FOUND_ONCE.clear()
-                _FOUND_ONCE.add(keys[j])
+                if len(seen) >= _TEXTS_MAX:
+                    seen.clear()
+                seen[keys[j]] = seen.get(keys[j], 0) + 1
         for j, r in enumerate(records):
             count = found.get(j)
             if count is None:
@@ -287,8 +289,13 @@ def _normalized(text: str) -> str:
 #: Records' terms by their text (the same records are re-scored by every query, and tokenising
 #: dominated the dimension path's time); bounded: cleared when full.
 _TERMS: dict[tuple[str, tuple[str, ...], str], tuple[frozenset[str], frozenset[str], str]] = {}
-#: Texts whose keyword tokens `token_hits` found once: the next sighting tokenises and keeps the set.
-_FOUND_ONCE: set[tuple[str, tuple[str, ...], str]] = set()
+#: A text's keyword tokens are searched for (`token_hits`) on its first this-many sightings; the
+#: next one tokenises it and keeps the set. Questions on a large partition mostly meet records once
+#: or twice (tokenising them is wasted), a session re-scores the same records every turn (a kept
+#: set is cheaper than searching them again).
+SEARCH_SIGHTINGS = 2
+#: Sightings searched so far, by text.
+_SEARCHED: dict[tuple[str, tuple[str, ...], str], int] = {}
 _TEXTS_MAX = 1 << 16
 
 
