@@ -121,7 +121,7 @@ class DimensionScorer:
         keyword or its content holds; otherwise 1 when the record lists one of the keywords, else
         the share of the keywords its content holds.
 
-        A record met for the first times (a question's bm25 and dense hits are mostly new to the
+        A record met for its first few times (a question's bm25 and dense hits are mostly new to the
         process) is not tokenised when its text is ASCII: `token_hits` finds the keyword tokens in
         all of those at once. One met more often (`SEARCH_SIGHTINGS`) is tokenised once and its
         token set kept (a session's records are re-scored every turn: a set intersection is
