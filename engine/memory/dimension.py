@@ -29,7 +29,7 @@ from engine.core.timequery import time_match
 from engine.roles.types import ParsedQuery
 
 __all__ = ["DimensionScorer", "dimension_score", "has_constraint", "ANSWER_FIELDS", "HAYSTACK_SEP", "ascii_haystack",
-           "token_hits"]
+           "joined_haystacks", "token_hits"]
 
 #: The record field that holds each kind of answer (a question's `answer_dimension`).
 ANSWER_FIELDS = {"time": "time", "location": "location", "reason": "reason", "purpose": "purpose"}
@@ -175,14 +175,21 @@ def ascii_haystack(rec: MemoryRecord) -> str | None:
     """A record's lower-cased "content keywords location" (the text its token set is made from),
     None when it is not ASCII; kept per record object (records are frozen and the store hands back
     the same objects while nothing was written)."""
-    keywords = rec.keywords
-    return _ascii_haystack(rec.content, keywords if type(keywords) is tuple else tuple(keywords), rec.location or "")
+    return _ascii_haystack(*_text_key(rec))
 
 
 @lru_cache(maxsize=1 << 16)
 def _ascii_haystack(content: str, keywords: tuple[str, ...], location: str) -> str | None:
     hay = f"{content} {' '.join(keywords)} {location}"
     return hay.lower() if hay.isascii() and HAYSTACK_SEP not in hay else None
+
+
+def joined_haystacks(records: Sequence[MemoryRecord]) -> tuple[list[str | None], str, list[int]]:
+    """The records' `ascii_haystack`s, joined by HAYSTACK_SEP into one string to search, and the
+    separator's offset after each (`bisect_right(ends, at)` is the record holding offset `at`)."""
+    hays = [ascii_haystack(r) for r in records]
+    text = HAYSTACK_SEP.join([h or "" for h in hays])
+    return hays, text, list(accumulate(len(h or "") + 1 for h in hays))
 
 
 _PLAIN_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
@@ -201,9 +208,7 @@ def token_hits(needles: frozenset[str] | set[str], records: Sequence[MemoryRecor
     live = [t for t in needles if t not in STOPWORDS]
     if not all(_PLAIN_TOKEN.fullmatch(t) and not t.endswith("'s") for t in live):
         return None
-    hays = [ascii_haystack(r) for r in records]
-    text = HAYSTACK_SEP.join([h or "" for h in hays])
-    ends = list(accumulate(len(h or "") + 1 for h in hays))  # the separator's offset after each text
+    hays, text, ends = joined_haystacks(records)
     counts = [0] * len(hays)
     n = len(text)
     for t in live:

@@ -25,7 +25,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import accumulate
 
 import numpy as np
 
@@ -34,7 +33,7 @@ from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.records import MemoryRecord, record_text
 from engine.core.timequery import time_window
 from engine.memory.candidates import PATHS, Candidate, CandidateSet
-from engine.memory.dimension import HAYSTACK_SEP, DimensionScorer, ascii_haystack, dimension_score, has_constraint
+from engine.memory.dimension import HAYSTACK_SEP, DimensionScorer, dimension_score, has_constraint, joined_haystacks
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
@@ -149,10 +148,8 @@ def keyword_prefilter(scorer: DimensionScorer) -> Callable[[Sequence[MemoryRecor
         return None
 
     def may_credit(recs: Sequence[MemoryRecord]) -> list[int]:
-        hays = [ascii_haystack(r) for r in recs]
+        hays, text, ends = joined_haystacks(recs)
         found = {j for j, h in enumerate(hays) if h is None}
-        text = HAYSTACK_SEP.join([h or "" for h in hays])
-        ends = list(accumulate(len(h or "") + 1 for h in hays))  # the separator's offset after each text
         for n in needles:
             at = text.find(n)
             while at >= 0:
