@@ -408,3 +408,4 @@ def test_dense_search_from_the_stored_floats_reads_sparse_vectors_exactly(store_
         want = [int(ids[i]) for i in np.lexsort((ids, -cos))[:10]]
         assert [i for i, _ in store.search_dense("u", q, k=10)] == want
     assert "u" not in store._vcache
+    assert store._sparse_users["u"] == (True, 600)  # sampled once, kept until the user doubles

@@ -1,6 +1,7 @@
 """SQLiteStore's retrieval primitives: FTS5 BM25 and dense KNN, inside one user's partition.
 
 A mixin of SQLiteStore, which provides `_read()`, `_sync(conn)`, `_partition_size(conn, user)`,
+`_sparse_users` (user -> (sparse, rows when sampled)),
 `_vector_partition(conn, user)` (the in-memory copy, None over the memory budget), `dim`,
 `exact_knn_max` and `rescore_factor`.
 
@@ -30,7 +31,7 @@ from engine.core.text import fts_query, fts_terms, user_key
 from engine.stores.sqlite.bm25 import scorable, score_terms
 from engine.stores.sql import check_vector
 from engine.stores.sqlite.records import sign_bits
-from engine.stores.sqlite.vectors import SPARSE_SAMPLE, is_sparse
+from engine.stores.sqlite.vectors import SPARSE_SAMPLE, is_sparse, sample_again
 
 __all__ = ["EXACT_KNN_MAX", "SQLiteSearch"]
 
@@ -148,7 +149,7 @@ class SQLiteSearch:
             size = self._partition_size(conn, user_id)
             if size == 0:
                 return []
-            if size <= self.exact_knn_max or k * self.rescore_factor >= size or self._sparse_user(conn, user_id):
+            if size <= self.exact_knn_max or k * self.rescore_factor >= size or self._sparse_user(conn, user_id, size):
                 # exact: every float of the user, streamed from record_vectors
                 blobs = self._user_blobs(conn, user_id, include_invalid)
             else:
@@ -163,14 +164,20 @@ class SQLiteSearch:
                 blobs = self._blobs(conn, user_id, ids)
         return self._rank_blobs(blobs, arr, int(k))
 
-    def _sparse_user(self, conn: Any, user_id: str) -> bool:
+    def _sparse_user(self, conn: Any, user_id: str, size: int) -> bool:
         """Whether the user's stored vectors are sparse (engine.stores.sqlite.vectors.is_sparse of a
-        sample of them): sign bits cannot stand for those, so they are searched exactly."""
-        rows = conn.execute(
-            "SELECT v.embedding FROM records r JOIN record_vectors v ON v.id = r.id WHERE r.user_id = ? LIMIT ?",
-            (user_id, SPARSE_SAMPLE),
-        ).fetchall()
-        return bool(rows) and is_sparse(np.frombuffer(b"".join(b for (b,) in rows), dtype=np.float32))
+        sample of them): sign bits cannot stand for those, so they are searched exactly. Sampled
+        again as an in-memory partition is (`sample_again`: once the user's records have doubled),
+        not on every search."""
+        got = self._sparse_users.get(user_id)
+        if sample_again(size, got):
+            rows = conn.execute(
+                "SELECT v.embedding FROM records r JOIN record_vectors v ON v.id = r.id WHERE r.user_id = ? LIMIT ?",
+                (user_id, SPARSE_SAMPLE),
+            ).fetchall()
+            sparse = bool(rows) and is_sparse(np.frombuffer(b"".join(b for (b,) in rows), dtype=np.float32))
+            got = self._sparse_users[user_id] = (sparse, max(1, size))
+        return got[0]
 
     @staticmethod
     def _user_blobs(conn: Any, user_id: str, include_invalid: bool) -> list[tuple[int, bytes]]:

@@ -92,6 +92,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._bulk_depth = 0  # nested `bulk_load` blocks (engine.stores.sqlite.records)
         self._closed = False
         self._partition_sizes: dict[str, int] = {}
+        #: user -> (whether their stored vectors are sparse, records when sampled), for searches from vec0
+        self._sparse_users: dict[str, tuple[bool, int]] = {}
         self.vector_cache_bytes = int(max(0.0, float(vector_cache_mb)) * 2**20)
         #: user -> in-memory vectors (least recently used first), at most vector_cache_bytes in all
         self._vcache = VectorCache(budget_bytes=self.vector_cache_bytes, dim=self.dim)
@@ -386,6 +388,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             # no trace of the user stays; a later partition of the same name gets a fresh version
             self._delete_user_rows(conn, user_id, ("partition_versions", "record_counts"))
             self._vcache.pop(user_id)
+            self._sparse_users.pop(user_id, None)
             self._doclens.pop(user_id)
             self._postings.clear()
             if self._sidecar is not None:

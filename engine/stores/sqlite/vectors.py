@@ -33,7 +33,7 @@ import numpy as np
 from engine.core.lru import LRU
 
 __all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "SPARSE_ZERO_SHARE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition",
-           "is_sparse", "partition_from_rows"]
+           "is_sparse", "partition_from_rows", "sample_again"]
 
 #: Default memory for the in-memory vector partitions (100k vectors of 384 dims take ~150 MB).
 VECTOR_CACHE_MB = 1024
@@ -64,6 +64,12 @@ def is_sparse(mat: np.ndarray) -> bool:
     """Whether more than `SPARSE_ZERO_SHARE` of the entries of `mat` are exactly 0."""
     mat = np.asarray(mat)
     return bool(mat.size) and np.count_nonzero(mat == 0) > SPARSE_ZERO_SHARE * mat.size
+
+
+def sample_again(n: int, sampled: tuple[bool, int] | None) -> bool:
+    """Whether n vectors are to be sampled for sparseness: never sampled, doubled since the
+    (sparse, rows) sample, or fewer than then (a partition forgotten and filled again)."""
+    return sampled is None or n >= 2 * sampled[1] or n < sampled[1]
 
 
 class VectorPartition:
@@ -151,7 +157,7 @@ class VectorPartition:
         """Whether the partition's vectors are sparse (`is_sparse` of up to `SPARSE_SAMPLE` rows spread
         over it), sampled again each time the partition has doubled since."""
         got = self._sparse
-        if got is None or self.n >= 2 * got[1]:
+        if sample_again(self.n, got):
             rows = np.unique(np.linspace(0, self.n - 1, num=min(self.n, SPARSE_SAMPLE)).astype(np.int64))
             got = self._sparse = (is_sparse(self.rows(rows)) if self.n else False, max(1, self.n))
         return got[0]
