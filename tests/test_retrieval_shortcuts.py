@@ -13,7 +13,7 @@ from engine.core.config import MemoryConfig
 from engine.core.records import MemoryRecord, SourcePointer
 from engine.core.tokens import ApproxTokenCounter
 from engine.memory.candidates import CandidateSet, LazyTokens, record_tokens
-from engine.memory.dimension import DimensionScorer, _terms
+from engine.memory.dimension import DimensionScorer
 from engine.memory.retrieval import keyword_prefilter
 from engine.roles.types import ParsedQuery
 
@@ -169,6 +169,14 @@ def _phrase_by_pool(q_kw, multi, rec_kw, content):
     return sum(1 for k in pool if k in rec_kw or k in content) / len(pool)
 
 
+def _tokenised(r: MemoryRecord) -> tuple[frozenset[str], frozenset[str], str]:
+    """A record's token set, keyword set and normalised content, each record on its own."""
+    from engine.core.text import content_token_set, normalize
+
+    return (content_token_set(f"{r.content} {' '.join(r.keywords)} {r.location or ''}"),
+            frozenset(normalize(k) for k in r.keywords), normalize(r.content))
+
+
 @settings(max_examples=200, deadline=None)
 @given(kws=st.lists(st.sampled_from([*WORDS, "hiking boots", "peanut allergy", "tea ramen", "北京烤鸭", "e", "zzz"]),
                     min_size=1, max_size=4),
@@ -178,7 +186,7 @@ def test_keyword_phrase_part_is_the_pool_rule(kws, seed):
     scorer = DimensionScorer(ParsedQuery(text=" ".join(kws), keywords=kws), MemoryConfig().dim_weights)
     tokens, phrases = scorer._keyword_columns(recs)
     for r, t, p in zip(recs, tokens, phrases, strict=True):
-        hay, rec_kw, content = _terms(r)
+        hay, rec_kw, content = _tokenised(r)
         assert p == _phrase_by_pool(scorer.q_kw, scorer.multi, rec_kw, content)
         assert t == len(scorer.kw_tokens & hay) / len(scorer.kw_tokens)
 

@@ -135,8 +135,8 @@ class DimensionScorer:
         seen = _SEARCHED
         first = [j for j, k in enumerate(keys) if kept[j] is None and seen.get(k, 0) < SEARCH_SIGHTINGS]
         found: dict[int, int] = {}
-        for j, count in zip(first, (token_hits(kw_tokens, [records[j] for j in first]) if first else None) or (),
-                            strict=False):
+        counts = token_hits(kw_tokens, [records[j] for j in first]) if first else None
+        for j, count in zip(first, counts, strict=True) if counts is not None else ():
             if count is not None:
                 found[j] = count
                 if len(seen) >= _TEXTS_MAX:
@@ -261,11 +261,6 @@ def _text_key(record: MemoryRecord) -> tuple[str, tuple[str, ...], str]:
     """(content, keywords, location): what a record's terms are made from."""
     keywords = record.keywords
     return record.content, keywords if type(keywords) is tuple else tuple(keywords), record.location or ""
-
-
-def _terms(record: MemoryRecord) -> tuple[frozenset[str], frozenset[str], str]:
-    """`_record_terms` of a record."""
-    return _record_terms(_text_key(record))
 
 
 @lru_cache(maxsize=1024)
