@@ -381,6 +381,13 @@ class VectorPartition:
                 acc[~self.valid[s:e]] = INELIGIBLE
         return ham
 
+    def _rescored(self, q: np.ndarray, rows: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The k best of partition rows `rows` by exact cosine on their floats (a pool's last step)."""
+        qn = float(np.linalg.norm(q))
+        scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
+        scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
+        return self._top(scores, rows, k, len(rows))
+
     def _q8_search(self, q: np.ndarray, k: int, include_invalid: bool) -> list[tuple[int, float]]:
         """A mapped sparse partition's search: approximate cosines of every row on the int8 copy in
         memory (block by block, int8 times the float query without a float copy of the block), the
@@ -403,10 +410,7 @@ class VectorPartition:
             return []
         rows = np.flatnonzero(approx >= np.partition(approx, n - r)[n - r])
         rows = rows[approx[rows] > -np.inf]
-        qn = float(np.linalg.norm(q))
-        scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
-        scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
-        return self._top(scores, rows, k, len(rows))
+        return self._rescored(q, rows, k)
 
     def _coarse_search(self, q: np.ndarray, k: int, include_invalid: bool, pool: int) -> list[tuple[int, float]]:
         ham = self.hamming(q, include_invalid)
@@ -422,10 +426,7 @@ class VectorPartition:
             # approximate cosines on the int8 copy; the best few (ties included) are read from the file
             approx = np.einsum("ij,j->i", self.q8[rows].astype(np.float32), q) * (self.q8_scale[rows] * self.inv_norm[rows])
             rows = rows[approx >= np.partition(approx, len(approx) - r)[len(approx) - r]]
-        qn = float(np.linalg.norm(q))
-        scores = np.einsum("ij,j->i", self.rows(rows), q) * self.inv_norm[rows]
-        scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
-        return self._top(scores, rows, k, len(rows))
+        return self._rescored(q, rows, k)
 
 
 class VectorCache:
