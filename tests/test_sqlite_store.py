@@ -147,6 +147,22 @@ def test_forget_user_leaves_no_bytes_in_the_file(store_factory, rng, tmp_path):
     assert store.count_records("bystander") == 1
 
 
+def test_statement_journals_stay_in_memory_and_keyword_search_survives_forget_user(store_factory, rng):
+    """Statement journals (a savepoint's page pre-images) are kept in memory, not spilled to a new
+    temporary file per transaction; forget_user's VACUUM runs with its copy on disk and puts that
+    back, and the keyword path's temporary fts5vocab table, dropped by the switch, is made again."""
+    store = store_factory("f.db")
+    store.add_records([rec("victim", "the parcel went to the depot"),
+                       rec("bystander", "the parcel arrived on monday"),
+                       rec("bystander", "monday parcel tracking number")], unit(rng, 3, 32))
+    assert store.conn.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY
+    before = store.search_bm25("bystander", "parcel monday", k=5)
+    assert len(before) == 2
+    store.forget_user("victim")
+    assert store.conn.execute("PRAGMA temp_store").fetchone()[0] == 2
+    assert store.search_bm25("bystander", "parcel monday", k=5) == before
+
+
 def _wal(path) -> bytes:
     wal = str(path) + "-wal"
     return open(wal, "rb").read() if os.path.exists(wal) else b""

@@ -54,6 +54,8 @@ __all__ = ["PAGE_SIZE", "SQLiteStore"]
 
 #: Page size of new files (bytes).
 PAGE_SIZE = 8192
+#: Where statement journals and temporary tables live (VACUUM's copy goes to a file regardless).
+TEMP_STORE = "MEMORY"
 
 
 class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
@@ -124,6 +126,10 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             self.conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             # vec0 writes into ~1.5 MB chunk blobs; the default 2 MB cache thrashes on them
             self.conn.execute("PRAGMA cache_size = -65536")
+            # a write inside a transaction keeps each page's pre-image for its savepoint in a statement
+            # journal, spilled to a new temporary *file* past 64 KiB (8 pages of 8 KB: one message
+            # with its indexes): in memory, a turn's commits cost ~0.1 ms less each (measured)
+            self.conn.execute(f"PRAGMA temp_store = {TEMP_STORE}")
             if not self._memory:
                 enable_wal(self.conn, busy_timeout_ms=busy_timeout_ms)
                 self.conn.execute("PRAGMA synchronous = NORMAL")
@@ -400,9 +406,20 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             with self._lock, self._errors():
                 if self._depth == 0:
                     self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    self.conn.execute("VACUUM")
+                    self._vacuum()
                     self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return counts
+
+    def _vacuum(self) -> None:
+        """VACUUM with its copy of the database in a temporary file, not in memory (a million
+        records' copy is gigabytes). Changing temp_store drops the connection's temporary tables:
+        the fts5vocab table is made again when next needed."""
+        self.conn.execute("PRAGMA temp_store = FILE")
+        try:
+            self.conn.execute("VACUUM")
+        finally:
+            self.conn.execute(f"PRAGMA temp_store = {TEMP_STORE}")
+            self._fts_vocab = False
 
     def stats(self) -> dict[str, Any]:
         with self._read() as conn:
