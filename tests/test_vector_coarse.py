@@ -146,3 +146,46 @@ def test_the_engines_retrieval_over_hash_embeddings_is_the_exact_searchs_past_th
         # from the stored floats: the same candidates and picks (cosines differ in the last float bits)
         assert stored.picked == exact.picked and sorted(stored.records) == sorted(exact.records)
         assert [r.record_id for r in stored.rows] == [r.record_id for r in exact.rows]
+
+
+def test_a_large_sparse_partition_is_searched_exactly_on_its_columns_and_patches_keep_them():
+    """At COLUMNS_MIN rows and up a sparse partition's dot products come from a column-major copy,
+    only the columns where the question is not 0: the same ranking and scores as the whole matrix,
+    before and after appends (past the copy's capacity), replaced vectors and superseded rows. The
+    copy is counted in the partition's bytes, and not made when the caller's budget says no."""
+    from engine.roles.embeddings import HashEmbeddings
+    from engine.stores.sqlite.vectors import COLUMNS_MIN
+
+    n = COLUMNS_MIN + 100
+    corpus, mat = _hashed(n + 3000, seed=3)
+    ids = np.arange(10, 10 + n, dtype=np.int64)
+    part = VectorPartition(1, ids.copy(), mat[:n].copy(), np.ones(n, dtype=bool))
+    before = part.nbytes
+    emb = HashEmbeddings(384)
+    questions = [np.asarray(emb.embed_query(corpus.sentence(3, 6)), dtype=np.float32) for _ in range(8)]
+
+    def agree():
+        held = part.n
+        want = part.mat[:held].copy()
+        all_ids = part.ids[:held].copy()
+        for q in questions:
+            got = part.search(q, 30, False)
+            whole = part.search(q, 30, False, columns=False)
+            assert [rid for rid, _ in got] == [rid for rid, _ in whole]
+            np.testing.assert_allclose([s for _, s in got], [s for _, s in whole], rtol=0, atol=1e-6)
+            current = part.valid[:held]
+            assert [rid for rid, _ in got] == _exact_ids(want[current], all_ids[current], q, 30)
+
+    untouched = VectorPartition(1, ids.copy(), mat[:n].copy(), np.ones(n, dtype=bool))
+    untouched.search(questions[0], 30, False, columns=False)
+    assert untouched.nbytes == before  # no copy without the budget's leave
+    agree()
+    assert part.nbytes >= before + n * 384 * 4  # the copy is weighed
+    part.append(list(range(10 + n, 10 + n + 3000)), mat[n:], [True] * 3000)  # grows past its capacity
+    agree()
+    for j, q in enumerate(questions[:4]):  # replaced vectors: a question's own vector, now on an old row
+        part.set_vector(int(ids[j * 500]), q * 2)
+    part.set_valid(int(ids[1]), False)
+    agree()
+    for j, q in enumerate(questions[:4]):
+        assert part.search(q, 1, False)[0][0] == int(ids[j * 500])

@@ -145,7 +145,9 @@ class SQLiteSearch:
             self._sync(conn)
             part = self._vector_partition(conn, user_id)
             if part is not None:
-                return part.search(arr, int(k), include_invalid, coarse_above=self.exact_knn_max)
+                # a sparse partition's column-major copy doubles its floats: only while both fit the budget
+                return part.search(arr, int(k), include_invalid, coarse_above=self.exact_knn_max,
+                                   columns=self._vcache.fits(2 * part.n))
             size = self._partition_size(conn, user_id)
             if size == 0:
                 return []

@@ -32,7 +32,7 @@ import numpy as np
 
 from engine.core.lru import LRU
 
-__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "INELIGIBLE", "SPARSE_ZERO_SHARE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition",
+__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "COLUMNS_MIN", "INELIGIBLE", "SPARSE_ZERO_SHARE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition",
            "is_sparse", "partition_from_rows", "sample_again"]
 
 #: Default memory for the in-memory vector partitions (100k vectors of 384 dims take ~150 MB).
@@ -58,6 +58,9 @@ INELIGIBLE = 65535
 SPARSE_ZERO_SHARE = 0.25
 #: Rows sampled (evenly spaced) to tell a sparse partition, again each time it has doubled.
 SPARSE_SAMPLE = 256
+#: A sparse partition of at least this many rows is searched exactly on a column-major copy of its
+#: floats, reading only the columns where the query is not 0 (see `VectorPartition.search`).
+COLUMNS_MIN = 4096
 
 
 def is_sparse(mat: np.ndarray) -> bool:
@@ -82,7 +85,7 @@ class VectorPartition:
     floats of the best few rows of its pool from the file.
     """
 
-    __slots__ = ("_codes", "_index", "_sorted", "_sparse", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale",
+    __slots__ = ("_codes", "_cols", "_index", "_sorted", "_sparse", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale",
                  "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
@@ -108,6 +111,8 @@ class VectorPartition:
         # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
         self._codes: np.ndarray | None = codes
         self._sparse: tuple[bool, int] | None = None  # (whether sparse, rows when sampled)
+        # a sparse partition's floats column by column (dim, >= n): made on its first search that uses it
+        self._cols: np.ndarray | None = None
 
     @property
     def index(self) -> dict[int, int]:
@@ -234,7 +239,7 @@ class VectorPartition:
     @property
     def nbytes(self) -> int:
         """Memory the copy holds (a mapped matrix is the file's, not counted; its index entry is)."""
-        codes = 0 if self._codes is None else self._codes.nbytes
+        codes = (0 if self._codes is None else self._codes.nbytes) + (0 if self._cols is None else self._cols.nbytes)
         mat = self._tail.nbytes + len(self.ids) * (self.mat.shape[1] + 4) if self.mapped else self.mat.nbytes
         return int(mat + self.ids.nbytes + self.inv_norm.nbytes + self.valid.nbytes + codes) + 100 * self.n
 
@@ -275,6 +280,12 @@ class VectorPartition:
         sl = slice(self.n, self.n + m)
         if self._codes is not None:
             self._codes = np.concatenate([self._codes[:, : self.n], self.sign_codes(mat).T], axis=1)
+        if self._cols is not None:
+            if self.n + m > self._cols.shape[1]:
+                cols = np.zeros((self._cols.shape[0], len(self.ids)), dtype=np.float32)
+                cols[:, : self.n] = self._cols[:, : self.n]
+                self._cols = cols
+            self._cols[:, sl] = np.asarray(mat, dtype=np.float32).T
         self.ids[sl] = ids
         if self.mapped:
             self._tail[self.n - self.base_n: self.n - self.base_n + m] = mat
@@ -299,6 +310,8 @@ class VectorPartition:
             self._tail[i - self.base_n] = arr
         else:
             self.mat[i] = arr  # a mapped file is copy-on-write: the page becomes this process's own
+        if self._cols is not None:
+            self._cols[:, i] = arr
         self.inv_norm[i] = self._inv_norm(arr.reshape(1, -1))[0]
         if self._codes is not None:
             self._codes[:, i] = self.sign_codes(arr.reshape(1, -1))[0]
@@ -314,11 +327,13 @@ class VectorPartition:
         return {rid: vecs[j] for j, (rid, _) in enumerate(found)}
 
     def search(self, q: np.ndarray, k: int, include_invalid: bool, *, coarse_above: int | None = None,
-               coarse_min: int = 2048, coarse_factor: int = 32) -> list[tuple[int, float]]:
+               coarse_min: int = 2048, coarse_factor: int = 32, columns: bool = True) -> list[tuple[int, float]]:
         """Top-k by cosine, best first, ties by id: exact, or above `coarse_above` vectors (always, when
         mapped) coarse to fine (the max(coarse_min, coarse_factor·k, n / COARSE_FRACTION) nearest by the Hamming distance of
         sign bits, with every vector tied with the last of them, rescored exactly on the floats). A coarse
-        pool that would hold every vector is exact, and so is the search of a sparse partition."""
+        pool that would hold every vector is exact, and so is the search of a sparse partition: with
+        `columns` (the caller's memory budget allows a second copy of the floats) and at least
+        `COLUMNS_MIN` rows, on its column-major copy (`_sparse_dots`)."""
         n = self.n
         if n == 0:
             return []
@@ -329,7 +344,8 @@ class VectorPartition:
             if self.mapped and self.q8_ready(wait=False):
                 return self._q8_search(q, k, include_invalid)
         qn = float(np.linalg.norm(q))
-        scores = self._dots(q) * self.inv_norm[:n]
+        by_columns = columns and not self.mapped and n >= COLUMNS_MIN and self.sparse
+        scores = (self._sparse_dots(q) if by_columns else self._dots(q)) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         eligible = n
         if not include_invalid:
@@ -344,6 +360,23 @@ class VectorPartition:
         if not self.mapped:
             return np.einsum("ij,j->i", self.mat[: self.n], q)
         return np.concatenate([np.einsum("ij,j->i", c, q) for c in self.float_chunks()])
+
+    def _sparse_dots(self, q: np.ndarray) -> np.ndarray:
+        """Every row's dot product with `q`, from the columns where `q` is not 0 only: exactly the
+        same sum (the other terms are 0), read from the column-major copy, made on first use and
+        kept up to date by `append` and `set_vector`. A feature-hashed question is ~90 % zeros, so
+        this reads ~1/10 of the floats: at 10k hash-embedded records ~0.1-0.2 ms against
+        ~0.55-0.6 ms for the whole matrix (measured, warm and with the caches flushed), the
+        same top 50. A question with non-zero entries in most columns reads them all."""
+        n = self.n
+        nz = np.flatnonzero(q)
+        if 2 * len(nz) > len(q):
+            return self._dots(q)
+        if self._cols is None:
+            cols = np.zeros((self.mat.shape[1], len(self.ids)), dtype=np.float32)
+            cols[:, :n] = self.mat[:n].T
+            self._cols = cols
+        return np.einsum("j,ji->i", q[nz], self._cols[nz, :n])
 
     def _top(self, scores: np.ndarray, rows: np.ndarray, k: int, eligible: int) -> list[tuple[int, float]]:
         """The k best of `scores` (for partition rows `rows`; -inf for the ineligible), ties by id."""
