@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from engine.core.clock import VirtualClock
+from engine.core.errors import ConfigError
+from engine.core.records import record_text
 from engine.eval.perf import (
     CountingStore,
     format_table,
@@ -119,7 +122,33 @@ def test_perf_main_prints_one_table_and_writes_json_with_run_metadata(tmp_path, 
     assert format_table(doc) in text
 
 
-@pytest.mark.parametrize("bad", [["--sizes", "ten"], ["--store", "oracle"]])
+def test_records_can_be_stored_with_their_texts_hash_embedded_like_the_questions(monkeypatch):
+    """`--record-vectors hash`: the stored vectors are the records' texts hash-embedded (the offline
+    default's sparse vectors), not the synthetic dense ones; the run says which it measured."""
+    from engine.roles.embeddings import HashEmbeddings
+
+    stored = []
+    original = SQLiteStore.add_records
+
+    def spy(self, records, vectors):
+        stored.append((list(records), np.asarray(vectors, dtype=np.float32)))
+        return original(self, records, vectors)
+
+    monkeypatch.setattr(SQLiteStore, "add_records", spy)
+    result = run_perf(sizes=(120,), repeats=2, dim=32, k=8, record_vectors="hash")
+    assert result["config"]["record_vectors"] == "hash" and "record vectors hash" in format_table(result)
+    records, vectors = stored[0]
+    want = np.asarray(HashEmbeddings(32).embed_documents([record_text(r) for r in records]), dtype=np.float32)
+    np.testing.assert_array_equal(vectors, want)
+    stored.clear()
+    run_perf(sizes=(120,), repeats=2, dim=32, k=8)
+    assert not np.array_equal(stored[0][1], np.asarray(HashEmbeddings(32).embed_documents(
+        [record_text(r) for r in stored[0][0]]), dtype=np.float32))
+    with pytest.raises(ConfigError, match="record vectors"):
+        run_perf(sizes=(120,), repeats=2, dim=32, record_vectors="minilm")
+
+
+@pytest.mark.parametrize("bad", [["--sizes", "ten"], ["--store", "oracle"], ["--record-vectors", "minilm"]])
 def test_perf_main_rejects_bad_arguments(bad):
     with pytest.raises(SystemExit) as info:
         perf_main(bad)

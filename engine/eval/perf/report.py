@@ -21,7 +21,7 @@ from typing import Any
 from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import DIM, STORE_FACTORIES
-from engine.eval.perf.retrieval import bench_config, measure_size, scripted_turn_fn
+from engine.eval.perf.retrieval import RECORD_VECTORS, bench_config, measure_size, scripted_turn_fn
 from engine.eval.perf.session import DEFAULT_MARKS, run_session, summarize_session
 from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
 
@@ -32,13 +32,15 @@ __all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"
 CONTROL_TURNS = 10
 
 
-def _config_meta(cfg: MemoryConfig, *, sizes, stores, dim, repeats, other_users, seed, at) -> dict[str, Any]:
+def _config_meta(cfg: MemoryConfig, *, sizes, stores, dim, repeats, other_users, seed, at,
+                 record_vectors: str = "synthetic") -> dict[str, Any]:
     return {
         "measured": "MemoryEngine.retrieve(user, text, session_id=..., log=True), as MemoryEngine.turn calls it",
         "sizes": [int(s) for s in sizes], "stores": list(stores), "dim": dim, "k": cfg.candidate_k,
         "queries": repeats, "other_users": other_users, "other_fraction": 0.1, "seed": seed,
         "preset": cfg.preset, "paths": list(cfg.paths), "fusion": cfg.fusion, "top_k": cfg.top_k,
         "always_inject_types": list(cfg.always_inject_types), "embedder": f"hash ({dim}-d)",
+        "record_vectors": record_vectors,
         "query_parser": "scripted", "log_full_turns": cfg.log_full_turns, **machine(),
         "versions": {**sqlite_versions(), **package_versions(("numpy", "langchain-core", "memlab"))},
         "git_commit": git_commit(), "run_at": None if at is None else at.isoformat(),
@@ -60,25 +62,29 @@ def run_perf(
     progress: Callable[[str], None] | None = None,
     at: datetime | None = None,
     overrides: dict[str, Any] | None = None,
+    record_vectors: str = "synthetic",
 ) -> dict[str, Any]:
     """Measure every store at every size (`repeats` timed retrievals each), then one session.
 
     `turn_fn(store, user_id, text)` runs one whole turn on each built store (timed as turn_p50_ms);
     `session_turns` > 0 plays one session that long (0 skips it). `at` stamps the run.
+    `record_vectors`: the stored records' vectors (engine.eval.perf.retrieval.RECORD_VECTORS).
     """
     unknown = [s for s in stores if s not in STORE_FACTORIES]
     if unknown:
         raise ConfigError(f"unknown store {unknown}; choose from {', '.join(STORE_FACTORIES)}")
+    if record_vectors not in RECORD_VECTORS:
+        raise ConfigError(f"unknown record vectors {record_vectors!r}; choose from {', '.join(RECORD_VECTORS)}")
     cfg = bench_config(k, overrides)
     config = _config_meta(cfg, sizes=sizes, stores=stores, dim=dim, repeats=repeats, other_users=other_users,
-                          seed=seed, at=at)
+                          seed=seed, at=at, record_vectors=record_vectors)
     per_store: dict[str, Any] = {}
     for name in stores:
         per_store[name] = {"sizes": {}}
         for n in sizes:
             per_store[name]["sizes"][str(int(n))] = measure_size(
                 name, int(n), config=cfg, dim=dim, queries=repeats, other_users=other_users, seed=seed,
-                turn_fn=turn_fn, progress=progress)
+                turn_fn=turn_fn, progress=progress, record_vectors=record_vectors)
     session = None
     if session_turns > 0:
         samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress, marks=marks,
@@ -155,7 +161,8 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [
         f"memlab bench perf: {cfg.get('measured', 'engine retrieval')}",
         f"preset {cfg.get('preset')}, log_full_turns {cfg.get('log_full_turns')}, paths {'+'.join(cfg.get('paths', []))}, fusion {cfg.get('fusion')}, "
-        f"k {cfg['k']} per path, top_k {cfg.get('top_k')}, embedder {cfg.get('embedder')}, dim {cfg['dim']}, "
+        f"k {cfg['k']} per path, top_k {cfg.get('top_k')}, embedder {cfg.get('embedder')}, "
+        f"record vectors {cfg.get('record_vectors', 'synthetic')}, dim {cfg['dim']}, "
         f"{cfg['queries']} queries, +10% records over {cfg['other_users']} other users, {cfg['cores']} cores, "
         f"python {cfg.get('python', v.get('python'))}, sqlite {v.get('sqlite')} ({v.get('sqlite_driver')}), "
         f"sqlite-vec {v.get('sqlite_vec')}, git {str(cfg.get('git_commit'))[:12]}",
@@ -178,6 +185,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key for the whole run, e.g. --set log_full_turns=0 (repeatable)")
+    p.add_argument("--record-vectors", choices=RECORD_VECTORS, default="synthetic",
+                   help="the stored records' vectors: the corpus's synthetic dense ones (default), or their "
+                        "texts hash-embedded like the questions (the offline default's sparse vectors)")
     p.add_argument("--json", dest="json_out", help="write the results as JSON to this file")
     p.add_argument("--against", choices=("reference",), default=None,
                    help="side by side with the reference package (memory-middleware, installed into "
@@ -223,7 +233,8 @@ def perf_main(argv: list[str] | None = None) -> int:
         return _against_reference(args, sizes)
     result = run_perf(sizes=sizes, stores=stores, repeats=args.queries, seed=args.seed, k=args.k,
                       at=SystemClock().now(), turn_fn=scripted_turn_fn(), session_turns=args.turns, marks=marks,
-                      progress=lambda m: print(m, file=sys.stderr, flush=True), overrides=overrides)
+                      progress=lambda m: print(m, file=sys.stderr, flush=True), overrides=overrides,
+                      record_vectors=args.record_vectors)
     print(format_table(result))
     if args.json_out:
         write_json(result, args.json_out)

@@ -27,7 +27,7 @@ from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings, embed_texts
 
-__all__ = ["BATCH", "USER", "SESSION", "bench_config", "checkpoint", "measure_size", "percentile_ms"]
+__all__ = ["BATCH", "RECORD_VECTORS", "USER", "SESSION", "bench_config", "checkpoint", "measure_size", "percentile_ms"]
 
 BATCH = 500
 USER = "bench-user"
@@ -56,8 +56,17 @@ def _dir_bytes(path: str | None) -> int | None:
     return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
 
 
-def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str):
-    """Bulk-load N records for the user and 10 % more over the others; (user's vectors, rows, seconds)."""
+#: What the stored records' vectors are: the corpus's synthetic dense vectors (cheap to make at any
+#: size: the cost of a dense embedder's vectors), or each record's text hash-embedded by the same
+#: embedder as the questions (the offline default's sparse vectors, as a hash-embedded user has them).
+RECORD_VECTORS = ("synthetic", "hash")
+
+
+def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str,
+          record_vectors: str = "synthetic"):
+    """Bulk-load N records for the user and 10 % more over the others; (user's vectors, rows, seconds).
+    Only `add_records` is timed (a hash embedding is made before it)."""
+    embedder = HashEmbeddings(corpus.dim) if record_vectors == "hash" else None
     extra = max(1, n // 10)
     others = [f"other-{i}" for i in range(other_users)]
     main_vecs, t_ingest, done = [], 0.0, 0
@@ -68,7 +77,9 @@ def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progre
             for uid, cnt in batch:
                 if cnt == 0:
                     continue
-                recs, vecs = corpus.records(uid, cnt, BENCH_NOW), corpus.vectors(cnt)
+                recs = corpus.records(uid, cnt, BENCH_NOW)
+                vecs = (corpus.vectors(cnt) if embedder is None
+                        else embed_texts(embedder, [record_text(r) for r in recs]))
                 t0 = time.perf_counter()
                 store.add_records(recs, vecs)
                 t_ingest += time.perf_counter() - t0
@@ -195,14 +206,14 @@ def _hash_ingest_rate(name: str, tmpdir: str, corpus: synthetic_corpus, dim: int
 
 
 def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: int, other_users: int, seed: int,
-                 turn_fn: Callable[[Any, str, str], Any] | None, progress: Callable[[str], None] | None
-                 ) -> dict[str, Any]:
+                 turn_fn: Callable[[Any, str, str], Any] | None, progress: Callable[[str], None] | None,
+                 record_vectors: str = "synthetic") -> dict[str, Any]:
     """One store back end at one size: retrieval latency, whole-turn latency, ingest rate, size."""
     corpus = synthetic_corpus(dim=dim, seed=seed)
     with tempfile.TemporaryDirectory(prefix="memlab-bench-") as tmpdir:
         store = STORE_FACTORIES[name](tmpdir, dim)
         try:
-            main, done, t_ingest = _fill(store, corpus, n, other_users, progress, f"{name} N={n}")
+            main, done, t_ingest = _fill(store, corpus, n, other_users, progress, f"{name} N={n}", record_vectors)
             checkpoint(store)
             size = _file_bytes(getattr(store, "path", None))
             total = store.count_records()
