@@ -105,7 +105,7 @@ class VectorPartition:
     floats of the best few rows of its pool from the file.
     """
 
-    __slots__ = ("_codes", "_cols", "_index", "_sorted", "_sparse", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale",
+    __slots__ = ("_codes", "_cols", "_cols_job", "_gen", "_index", "_sorted", "_sparse", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale",
                  "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
@@ -131,8 +131,10 @@ class VectorPartition:
         # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
         self._codes: np.ndarray | None = codes
         self._sparse: tuple[bool, int] | None = None  # (whether sparse, rows when sampled)
-        # a sparse partition's floats column by column (dim, >= n): made on its first search that uses it
+        # a sparse partition's floats column by column (dim, >= n): made in a thread, asked for by a search
         self._cols: np.ndarray | None = None
+        self._cols_job: tuple[threading.Thread, dict[str, np.ndarray], int, int] | None = None
+        self._gen = 0  # vectors replaced so far (a column copy made meanwhile may hold the old one)
 
     @property
     def index(self) -> dict[int, int]:
@@ -332,6 +334,7 @@ class VectorPartition:
             self.mat[i] = arr  # a mapped file is copy-on-write: the page becomes this process's own
         if self._cols is not None:
             self._cols[:, i] = arr
+        self._gen += 1
         self.inv_norm[i] = self._inv_norm(arr.reshape(1, -1))[0]
         if self._codes is not None:
             self._codes[:, i] = self.sign_codes(arr.reshape(1, -1))[0]
@@ -353,7 +356,7 @@ class VectorPartition:
         sign bits, with every vector tied with the last of them, rescored exactly on the floats). A coarse
         pool that would hold every vector is exact, and so is the search of a sparse partition: with
         `columns` (the caller's memory budget allows a second copy of the floats) and at least
-        `COLUMNS_MIN` rows, on its column-major copy (`_sparse_dots`)."""
+        `COLUMNS_MIN` rows, on its column-major copy once that is in (`_sparse_dots`)."""
         n = self.n
         if n == 0:
             return []
@@ -364,7 +367,7 @@ class VectorPartition:
             if self.mapped and self.q8_ready(wait=False):
                 return self._q8_search(q, k, include_invalid)
         qn = float(np.linalg.norm(q))
-        by_columns = columns and not self.mapped and n >= COLUMNS_MIN and self.sparse
+        by_columns = columns and not self.mapped and n >= COLUMNS_MIN and self.sparse and self.columns_ready(wait=False)
         scores = (self._sparse_dots(q) if by_columns else self._dots(q)) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         eligible = n
@@ -383,20 +386,55 @@ class VectorPartition:
 
     def _sparse_dots(self, q: np.ndarray) -> np.ndarray:
         """Every row's dot product with `q`, from the columns where `q` is not 0 only: exactly the
-        same sum (the other terms are 0), read from the column-major copy, made on first use and
-        kept up to date by `append` and `set_vector`. A feature-hashed question is ~90 % zeros, so
-        this reads ~1/10 of the floats: at 10k hash-embedded records ~0.1-0.2 ms against
-        ~0.55-0.6 ms for the whole matrix (measured, warm and with the caches flushed), the
-        same top 50. A question with non-zero entries in most columns reads them all."""
-        n = self.n
+        same sum (the other terms are 0), read from the column-major copy (`columns_ready`). A
+        feature-hashed question is ~90 % zeros, so this reads ~1/10 of the floats: at 10k
+        hash-embedded records ~0.1-0.2 ms against ~0.55-0.6 ms for the whole matrix (measured, warm
+        and with the caches flushed), the same top 50. A question with non-zero entries in most
+        columns reads them all."""
         nz = np.flatnonzero(q)
         if 2 * len(nz) > len(q):
             return self._dots(q)
-        if self._cols is None:
-            cols = np.zeros((self.mat.shape[1], len(self.ids)), dtype=np.float32)
-            cols[:, :n] = self.mat[:n].T
+        return np.einsum("j,ji->i", q[nz], self._cols[nz, : self.n])
+
+    def columns_ready(self, *, wait: bool) -> bool:
+        """Whether the column-major copy is in. The first ask starts making it in a thread (at 100k
+        rows a 150 MB transposition, ~0.3 s: the first search after opening must not wait for it);
+        searches use the whole matrix meanwhile. A copy made while a vector was replaced is thrown
+        away and made again; rows appended meanwhile are added when it is taken in. `wait`: until
+        it is in (tests)."""
+        while self._cols is None:
+            job = self._cols_job
+            if job is None:
+                job = self._cols_job = self._start_columns()
+            thread, out, n0, gen0 = job
+            if thread.is_alive() and not wait:
+                return False
+            thread.join()
+            self._cols_job = None
+            cols = out.get("cols")
+            if cols is None or gen0 != self._gen:
+                if not wait:
+                    return False
+                continue
+            if cols.shape[1] < len(self.ids):  # the partition grew meanwhile
+                grown = np.zeros((cols.shape[0], len(self.ids)), dtype=np.float32)
+                grown[:, :n0] = cols[:, :n0]
+                cols = grown
+            cols[:, n0: self.n] = self.mat[n0: self.n].T
             self._cols = cols
-        return np.einsum("j,ji->i", q[nz], self._cols[nz, :n])
+        return True
+
+    def _start_columns(self) -> tuple[threading.Thread, dict[str, np.ndarray], int, int]:
+        mat, n0, cap, out = self.mat, self.n, len(self.ids), {}
+
+        def run() -> None:  # numpy's copy releases the GIL: this runs beside the searches
+            cols = np.zeros((mat.shape[1], cap), dtype=np.float32)
+            cols[:, :n0] = mat[:n0].T
+            out["cols"] = cols
+
+        thread = threading.Thread(target=run, name="memlab-columns", daemon=True)
+        thread.start()
+        return thread, out, n0, self._gen
 
     def _top(self, scores: np.ndarray, rows: np.ndarray, k: int, eligible: int) -> list[tuple[int, float]]:
         """The k best of `scores` (for partition rows `rows`; -inf for the ineligible), ties by id."""
