@@ -211,3 +211,36 @@ def test_ensure_reuses_a_complete_venv_without_pip(monkeypatch, tmp_path):
     monkeypatch.setattr(ref.subprocess, "run", versions)
     assert ref.ensure_reference_python("memory-middleware==0.3.0", venv=venv) == py
     assert any("memory-middleware" in " ".join(c) for c in seen) and any("sqlean.py" in " ".join(c) for c in seen)
+
+
+def test_both_sides_can_store_the_records_texts_hash_embedded(fake_ref, monkeypatch):
+    """`--record-vectors hash`: memlab's store and the reference's data file get the records' texts
+    hash-embedded (the issue's data shape), the same vectors both sides; the run says so."""
+    path, _ = fake_ref
+    from engine.core.records import record_text
+    from engine.roles.embeddings import HashEmbeddings
+    from engine.stores.sqlite import SQLiteStore
+
+    stored, written = [], []
+    add = SQLiteStore.add_records
+    monkeypatch.setattr(SQLiteStore, "add_records",
+                        lambda self, recs, vecs: stored.append((list(recs), np.asarray(vecs))) or add(self, recs, vecs))
+    real_fill = ref._fill_both
+
+    def fill(store, corpus, n, others, fraction, meta, vec, *rest):
+        out = real_fill(store, corpus, n, others, fraction, meta, vec, *rest)
+        written.append(np.fromfile(vec, dtype="<f4"))
+        return out
+
+    monkeypatch.setattr(ref, "_fill_both", fill)
+    result = ref.run_against_reference(sizes=(20,), queries=2, python=sys.executable, module="fake_reference",
+                                       pythonpath=[str(path)], dim=16, record_vectors="hash")
+    assert result["config"]["record_vectors"] == "hash"
+    assert "record vectors hash" in ref.format_reference_table(result)
+    emb = HashEmbeddings(16)
+    for recs, vecs in stored:
+        np.testing.assert_array_equal(vecs, np.asarray(emb.embed_documents([record_text(r) for r in recs]),
+                                                       dtype=np.float32))
+    np.testing.assert_array_equal(written[0], np.concatenate([v for _, v in stored]).ravel())
+    with pytest.raises(ref.ConfigError, match="record vectors"):
+        ref.run_against_reference(sizes=(20,), queries=2, python=sys.executable, record_vectors="minilm")

@@ -40,7 +40,17 @@ import numpy as np
 from engine.core.clock import VirtualClock
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, DIM, STORE_FACTORIES, synthetic_corpus
-from engine.eval.perf.retrieval import BATCH, SESSION, USER, WARMUP, checkpoint, percentile_ms
+from engine.eval.perf.retrieval import (
+    BATCH,
+    RECORD_VECTORS,
+    SESSION,
+    USER,
+    WARMUP,
+    checkpoint,
+    percentile_ms,
+    stored_vectors,
+)
+from engine.roles.embeddings import HashEmbeddings
 
 __all__ = [
     "REFERENCE_SPEC",
@@ -171,8 +181,10 @@ class ReferenceWorker:
 
 
 def _fill_both(store: Any, corpus: synthetic_corpus, n: int, other_users: int, other_fraction: float,
-               meta_path: str, vec_path: str, progress, label: str) -> tuple[int, float]:
+               meta_path: str, vec_path: str, progress, label: str,
+               record_vectors: str = "synthetic") -> tuple[int, float]:
     """The same records and vectors into memlab's store and the worker's data files; (rows, memlab seconds)."""
+    embedder = HashEmbeddings(corpus.dim)
     per_other = int(round(n * other_fraction))
     users = [(USER, n)] + [(f"other-{i}", per_other) for i in range(other_users)]
     rid, t_ingest = 0, 0.0
@@ -183,7 +195,8 @@ def _fill_both(store: Any, corpus: synthetic_corpus, n: int, other_users: int, o
                 cnt = (total * (start + m)) // n - (total * start) // n
                 if cnt <= 0:
                     continue
-                recs, vecs = corpus.records(uid, cnt, BENCH_NOW), corpus.vectors(cnt)
+                recs = corpus.records(uid, cnt, BENCH_NOW)
+                vecs = stored_vectors(corpus, recs, record_vectors, embedder)
                 t0 = time.perf_counter()
                 store.add_records(recs, vecs)
                 t_ingest += time.perf_counter() - t0
@@ -201,9 +214,9 @@ def _fill_both(store: Any, corpus: synthetic_corpus, n: int, other_users: int, o
 
 
 def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, queries: int, other_users: int,
-                  other_fraction: float, seed: int, progress, ref_knn_k: int = 4096) -> dict[str, Any]:
+                  other_fraction: float, seed: int, progress, ref_knn_k: int = 4096,
+                  record_vectors: str = "synthetic") -> dict[str, Any]:
     from engine.memory.engine import MemoryEngine
-    from engine.roles.embeddings import HashEmbeddings
 
     corpus = synthetic_corpus(dim=dim, seed=seed)
     with tempfile.TemporaryDirectory(prefix="memlab-bench-ref-") as tmpdir:
@@ -211,7 +224,7 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
         try:
             meta_path, vec_path = os.path.join(tmpdir, "records.jsonl"), os.path.join(tmpdir, "vectors.f32")
             rows, t_memlab = _fill_both(store, corpus, n, other_users, other_fraction, meta_path, vec_path,
-                                        progress, f"N={n}")
+                                        progress, f"N={n}", record_vectors)
             if progress:
                 progress(f"N={n}: building the reference's store ({rows} records)")
             built = worker.request("build", meta=meta_path, vectors=vec_path, dim=dim,
@@ -290,9 +303,11 @@ def run_against_reference(
     pythonpath: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
     at: Any = None,
+    record_vectors: str = "synthetic",
 ) -> dict[str, Any]:
     """Both sides at every size; `python` = an interpreter that already has the reference (else the
-    build/ venv is made or reused). `module`/`pythonpath` let a test put a fake reference in place."""
+    build/ venv is made or reused). `module`/`pythonpath` let a test put a fake reference in place.
+    `record_vectors`: the stored vectors, the same for both (engine.eval.perf.retrieval.RECORD_VECTORS)."""
     from engine.eval.perf.retrieval import bench_config
     from engine.eval.runinfo import (
         git_commit,
@@ -301,6 +316,8 @@ def run_against_reference(
         sqlite_versions,
     )
 
+    if record_vectors not in RECORD_VECTORS:
+        raise ConfigError(f"unknown record vectors {record_vectors!r}; choose from {', '.join(RECORD_VECTORS)}")
     if python is None:
         python = ensure_reference_python(spec, progress=progress)
     cfg = bench_config(k)
@@ -310,13 +327,14 @@ def run_against_reference(
         for n in sizes:
             per_size[str(int(n))] = _measure_size(worker, int(n), config=cfg, dim=dim, queries=queries,
                                                   other_users=other_users, other_fraction=other_fraction,
-                                                  seed=seed, progress=progress)
+                                                  seed=seed, progress=progress, record_vectors=record_vectors)
     config = {
         "measured": "memlab MemoryEngine.retrieve(user, text, session_id=..., log=True) vs the reference's "
                     "per-event retrieval (BalancedMultiDimensionMemory._extract_fragments_by_time), interleaved",
         "sizes": [int(s) for s in sizes], "dim": dim, "queries": queries, "other_users": other_users,
         "other_fraction": other_fraction, "seed": seed, "k": cfg.candidate_k, "preset": cfg.preset,
         "paths": list(cfg.paths), "top_k": cfg.top_k, "embedder": f"memlab hash ({dim}-d), same vectors both sides",
+        "record_vectors": record_vectors,
         "reference": {"spec": spec, "module": hello.get("module"), "version": hello.get("version"),
                       "sqlite_driver": hello.get("sqlite_driver"), "python": hello.get("python"),
                       "retrieve_k": "MemoryConfig default (None -> 4096 nearest of the whole table)",
@@ -339,6 +357,7 @@ def format_reference_table(result: dict[str, Any]) -> str:
         f"(python {ref.get('python')}, {ref.get('sqlite_driver')}) vs memlab (git {str(cfg.get('git_commit'))[:12]})",
         f"{cfg['queries']} interleaved queries per size, {1 + cfg['other_users']} users "
         f"({cfg['other_users']} others x {cfg['other_fraction']:g} N), {cfg['embedder']}, "
+        f"record vectors {cfg.get('record_vectors', 'synthetic')}, "
         f"{cfg.get('cores')} cores; ms per retrieval, each side timed in its own process",
         f"{'N':>8}{'ref p50':>9}{'ref p95':>9}{'memlab p50':>11}{'memlab p95':>11}{'ratio p50':>10}"
         f"{'ref scored':>11}{'memlab scored':>14}{'memlab searched':>16}",

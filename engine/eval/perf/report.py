@@ -250,7 +250,7 @@ def _against_reference(args: argparse.Namespace, sizes: list[int]) -> int:
     try:
         result = run_against_reference(sizes=sizes, queries=args.queries, seed=args.seed, k=args.k,
                                        python=args.reference_python, at=SystemClock().now(),
-                                       other_fraction=args.other_fraction,
+                                       other_fraction=args.other_fraction, record_vectors=args.record_vectors,
                                        progress=lambda m: print(m, file=sys.stderr, flush=True))
     except ReferenceUnavailable as exc:
         print(f"memlab bench perf --against reference: the reference is unavailable: {exc}", file=sys.stderr)

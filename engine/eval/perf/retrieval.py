@@ -27,7 +27,7 @@ from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings, embed_texts
 
-__all__ = ["BATCH", "RECORD_VECTORS", "USER", "SESSION", "bench_config", "checkpoint", "measure_size", "percentile_ms"]
+__all__ = ["BATCH", "RECORD_VECTORS", "USER", "stored_vectors", "SESSION", "bench_config", "checkpoint", "measure_size", "percentile_ms"]
 
 BATCH = 500
 USER = "bench-user"
@@ -62,11 +62,23 @@ def _dir_bytes(path: str | None) -> int | None:
 RECORD_VECTORS = ("synthetic", "hash")
 
 
+def stored_vectors(corpus: synthetic_corpus, records: list, record_vectors: str,
+                   embedder: HashEmbeddings | None = None) -> np.ndarray:
+    """The vectors stored for `records` (RECORD_VECTORS): the corpus's next synthetic ones, or
+    their texts embedded by `embedder` (a HashEmbeddings of the corpus's size when not given)."""
+    if record_vectors == "synthetic":
+        return corpus.vectors(len(records))
+    if record_vectors != "hash":
+        raise ValueError(f"unknown record vectors {record_vectors!r}; choose from {', '.join(RECORD_VECTORS)}")
+    return np.asarray(embed_texts(embedder or HashEmbeddings(corpus.dim), [record_text(r) for r in records]),
+                      dtype=np.float32)
+
+
 def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str,
           record_vectors: str = "synthetic"):
     """Bulk-load N records for the user and 10 % more over the others; (user's vectors, rows, seconds).
     Only `add_records` is timed (a hash embedding is made before it)."""
-    embedder = HashEmbeddings(corpus.dim) if record_vectors == "hash" else None
+    embedder = HashEmbeddings(corpus.dim)
     extra = max(1, n // 10)
     others = [f"other-{i}" for i in range(other_users)]
     main_vecs, t_ingest, done = [], 0.0, 0
@@ -78,8 +90,7 @@ def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progre
                 if cnt == 0:
                     continue
                 recs = corpus.records(uid, cnt, BENCH_NOW)
-                vecs = (corpus.vectors(cnt) if embedder is None
-                        else embed_texts(embedder, [record_text(r) for r in recs]))
+                vecs = stored_vectors(corpus, recs, record_vectors, embedder)
                 t0 = time.perf_counter()
                 store.add_records(recs, vecs)
                 t_ingest += time.perf_counter() - t0
