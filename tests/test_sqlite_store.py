@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import timedelta
 
@@ -147,10 +148,11 @@ def test_forget_user_leaves_no_bytes_in_the_file(store_factory, rng, tmp_path):
     assert store.count_records("bystander") == 1
 
 
-def test_statement_journals_stay_in_memory_and_keyword_search_survives_forget_user(store_factory, rng):
+def test_statement_journals_stay_in_memory_and_keyword_search_survives_forget_user(store_factory, rng, monkeypatch):
     """Statement journals (a savepoint's page pre-images) are kept in memory, not spilled to a new
-    temporary file per transaction; forget_user's VACUUM runs with its copy on disk and puts that
-    back, and the keyword path's temporary fts5vocab table, dropped by the switch, is made again."""
+    temporary file per transaction; forget_user (deletes, merge, VACUUM) and a bulk load's full-text
+    merge run with them in files and put that back, and the keyword path's temporary fts5vocab
+    table, dropped by the switch, is made again."""
     store = store_factory("f.db")
     store.add_records([rec("victim", "the parcel went to the depot"),
                        rec("bystander", "the parcel arrived on monday"),
@@ -161,6 +163,22 @@ def test_statement_journals_stay_in_memory_and_keyword_search_survives_forget_us
     store.forget_user("victim")
     assert store.conn.execute("PRAGMA temp_store").fetchone()[0] == 2
     assert store.search_bm25("bystander", "parcel monday", k=5) == before
+    seen = []  # the rewrites themselves journal to files: switched for forget_user and a bulk load's merge
+    real = type(store)._temp_on_disk
+
+    @contextlib.contextmanager
+    def watched(self):
+        with real(self):
+            seen.append(self.conn.execute("PRAGMA temp_store").fetchone()[0])
+            yield
+
+    monkeypatch.setattr(type(store), "_temp_on_disk", watched)
+    store.forget_user("bystander")
+    with store.bulk_load():
+        store.add_records([rec("late", "a parcel for later")], unit(rng, 1, 32))
+    assert seen == [1, 1]  # FILE inside both blocks
+    assert store.conn.execute("PRAGMA temp_store").fetchone()[0] == 2
+    assert store.search_bm25("late", "parcel", k=5)
 
 
 def _wal(path) -> bytes:

@@ -188,7 +188,7 @@ def test_any_interleaving_of_two_writers_stays_exact(tmp_path_factory, ops):
 def test_vector_cache_counts_a_copy_that_grew_after_it_was_kept():
     """A kept copy builds its sign-bit codes on its first search: the next `put` weighs it as it is
     now, so the budget holds (as it did when every put summed the copies' sizes)."""
-    from engine.stores.sqlite.vectors import VectorCache, partition_from_rows
+    from engine.stores.sqlite.vector_cache import VectorCache, partition_from_rows
 
     dim = 64
     gen = np.random.default_rng(3)

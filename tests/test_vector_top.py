@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.stores.sqlite.vectors import VectorPartition, kth_largest
+from engine.stores.sqlite.vecmath import kth_largest
+from engine.stores.sqlite.vectors import VectorPartition
 
 # few distinct values, so runs of ties (0, -inf, repeated scores) are the rule, not the exception
 _VALUES = st.sampled_from([0.0, -0.0, 0.5, -0.5, 0.25, 1.0, -1.0, float("-inf"), 1e-7, -1e-7])

@@ -10,6 +10,6 @@ from engine.stores.sqlite.driver import driver_name, sqlite_module
 from engine.stores.sqlite.migrations import MIGRATIONS, SCHEMA_VERSION
 from engine.stores.sqlite.search import EXACT_KNN_MAX
 from engine.stores.sqlite.store import SQLiteStore
-from engine.stores.sqlite.vectors import VECTOR_CACHE_MB
+from engine.stores.sqlite.vector_cache import VECTOR_CACHE_MB
 
 __all__ = ["EXACT_KNN_MAX", "MIGRATIONS", "SCHEMA_VERSION", "VECTOR_CACHE_MB", "SQLiteStore", "driver_name", "sqlite_module"]

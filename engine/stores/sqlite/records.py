@@ -1,7 +1,7 @@
 """SQLiteStore's records: rows, their vec0 and float vectors, full text, counts, in one transaction.
 
 A mixin of SQLiteStore (engine.stores.sqlite.store), which provides `_read()`, `_write()`,
-`dim`, `_bump(conn, user_id, patch)` (record a write to the user's vectors or
+`_temp_on_disk()`, `dim`, `_bump(conn, user_id, patch)` (record a write to the user's vectors or
 validity, patching the in-memory copy), `_vector_partition(conn, user_id, build=...)` and
 `_partition_sizes`. Every write to records also keeps the user's row in `record_counts`, so
 `count_records` reads one row.
@@ -165,7 +165,7 @@ class SQLiteRecords:
                 self._bulk_depth -= 1
                 outer = self._bulk_depth == 0
         if outer:  # not after an error: what landed is searchable as it is
-            with self._write() as conn:
+            with self._temp_on_disk(), self._write() as conn:  # the merge rewrites the whole index
                 conn.execute("INSERT INTO records_fts(records_fts) VALUES ('optimize')")
 
     def get_records(self, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:

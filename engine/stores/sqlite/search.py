@@ -31,7 +31,7 @@ from engine.core.text import fts_query, fts_terms, user_key
 from engine.stores.sqlite.bm25 import scorable, score_terms
 from engine.stores.sql import check_vector
 from engine.stores.sqlite.records import sign_bits
-from engine.stores.sqlite.vectors import SPARSE_SAMPLE, is_sparse, sample_again
+from engine.stores.sqlite.vecmath import SPARSE_SAMPLE, is_sparse, sample_again
 
 __all__ = ["EXACT_KNN_MAX", "SQLiteSearch"]
 
@@ -167,7 +167,7 @@ class SQLiteSearch:
         return self._rank_blobs(blobs, arr, int(k))
 
     def _sparse_user(self, conn: Any, user_id: str, size: int) -> bool:
-        """Whether the user's stored vectors are sparse (engine.stores.sqlite.vectors.is_sparse of a
+        """Whether the user's stored vectors are sparse (engine.stores.sqlite.vecmath.is_sparse of a
         sample of them): sign bits cannot stand for those, so they are searched exactly. Sampled
         again as an in-memory partition is (`sample_again`: once the user's records have doubled),
         not on every search."""

@@ -43,18 +43,14 @@ from engine.stores.sqlite.migrations import migrate, schema_version
 from engine.stores.sqlite.records import SQLiteRecords
 from engine.stores.sqlite.search import EXACT_KNN_MAX, SQLiteSearch
 from engine.stores.sqlite.sidecar import VectorSidecar
-from engine.stores.sqlite.vectors import (
-    VECTOR_CACHE_MB,
-    VectorCache,
-    VectorPartition,
-    partition_from_rows,
-)
+from engine.stores.sqlite.vector_cache import VECTOR_CACHE_MB, VectorCache, partition_from_rows
+from engine.stores.sqlite.vectors import VectorPartition
 
 __all__ = ["PAGE_SIZE", "SQLiteStore"]
 
 #: Page size of new files (bytes).
 PAGE_SIZE = 8192
-#: Where statement journals and temporary tables live (VACUUM's copy goes to a file regardless).
+#: Where statement journals and temporary tables live (files only around large rewrites: `_temp_on_disk`).
 TEMP_STORE = "MEMORY"
 
 
@@ -128,7 +124,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             self.conn.execute("PRAGMA cache_size = -65536")
             # a write inside a transaction keeps each page's pre-image for its savepoint in a statement
             # journal, spilled to a new temporary *file* past 64 KiB (8 pages of 8 KB: one message
-            # with its indexes): in memory, a turn's commits cost ~0.1 ms less each (measured)
+            # with its indexes): in memory, a turn's commits cost ~0.1 ms less each (measured); the
+            # few writes that rewrite much of the file switch back to files (`_temp_on_disk`)
             self.conn.execute(f"PRAGMA temp_store = {TEMP_STORE}")
             if not self._memory:
                 enable_wal(self.conn, busy_timeout_ms=busy_timeout_ms)
@@ -380,6 +377,10 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Delete every row of the user; for files also checkpoint, merge FTS and VACUUM so bytes go."""
+        with self._temp_on_disk():
+            return self._forget_user(user_id)
+
+    def _forget_user(self, user_id: str) -> dict[str, int]:
         with self._write() as conn:
             ids = [r[0] for r in conn.execute("SELECT id FROM records WHERE user_id = ?", (user_id,))]
             counts = {"records_vec": sum(conn.execute("DELETE FROM records_vec WHERE rowid = ?", (rid,)).rowcount
@@ -406,20 +407,29 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
             with self._lock, self._errors():
                 if self._depth == 0:
                     self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    self._vacuum()
+                    self.conn.execute("VACUUM")
                     self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return counts
 
-    def _vacuum(self) -> None:
-        """VACUUM with its copy of the database in a temporary file, not in memory (a million
-        records' copy is gigabytes). Changing temp_store drops the connection's temporary tables:
-        the fts5vocab table is made again when next needed."""
-        self.conn.execute("PRAGMA temp_store = FILE")
-        try:
-            self.conn.execute("VACUUM")
-        finally:
-            self.conn.execute(f"PRAGMA temp_store = {TEMP_STORE}")
-            self._fts_vocab = False
+    @contextmanager
+    def _temp_on_disk(self) -> Iterator[None]:
+        """Statement journals and temporary copies in files for a block that rewrites much of the
+        database (forget_user's deletes, merge and VACUUM; the bulk load's full-text merge): in
+        memory they would hold as many bytes as the pages changed (gigabytes at a million records).
+        Switched only outside a transaction (SQLite cannot switch inside one); the switch drops the
+        connection's temporary tables, so the fts5vocab table is made again when next needed."""
+        with self._lock:
+            switch = self._depth == 0 and not self.conn.in_transaction
+            if switch:
+                with self._errors():
+                    self.conn.execute("PRAGMA temp_store = FILE")
+            try:
+                yield
+            finally:
+                if switch:
+                    with self._errors():
+                        self.conn.execute(f"PRAGMA temp_store = {TEMP_STORE}")
+                    self._fts_vocab = False
 
     def stats(self) -> dict[str, Any]:
         with self._read() as conn:

@@ -4,8 +4,8 @@ A matrix product over a user's whole partition is exact and, with numpy, faster 
 float scan (~15 ms at 100k vectors of 384 dims against ~100 ms). A `VectorPartition` is one
 user's copy, read once from `record_vectors`; it is current while its `version` equals the
 user's row in `partition_versions`, which every write to the user's vectors or validity bumps
-(from any connection or process). `VectorCache` keeps the partitions least recently used first
-and evicts to stay within its byte budget. A partition whose floats exceed the budget is kept
+(from any connection or process). `VectorCache` (engine.stores.sqlite.vector_cache) keeps the partitions least
+recently used first and evicts to stay within its byte budget. A partition whose floats exceed the budget is kept
 *mapped*: its sign bits, ids, validity, inverse norms and an int8 copy in memory (~450 B a
 384-d vector against ~1.6 KB), its floats memory-mapped from the copy saved beside the database
 file (engine.stores.sqlite.sidecar), and searched coarse to fine: a Hamming scan over the sign
@@ -30,18 +30,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from engine.core.lru import LRU
+from engine.stores.sqlite.vecmath import SPARSE_SAMPLE, is_sparse, kth_largest, sample_again
 
-__all__ = ["BYTES_PER_VECTOR_OVERHEAD", "COLUMNS_MIN", "INELIGIBLE", "kth_largest", "SPARSE_ZERO_SHARE", "VECTOR_CACHE_MB", "VectorCache", "VectorPartition",
-           "is_sparse", "partition_from_rows", "sample_again"]
+__all__ = ["COLUMNS_MIN", "INELIGIBLE", "VectorPartition"]
 
-#: Default memory for the in-memory vector partitions (100k vectors of 384 dims take ~150 MB).
-VECTOR_CACHE_MB = 1024
-#: Bytes a cached vector costs beyond its floats (id, norm, validity, index entry), for budgeting.
-BYTES_PER_VECTOR_OVERHEAD = 120
-#: What a mapped partition holds in memory per vector beyond its sign bits and int8 copy (id, inverse
-#: norm, validity, index entry), for budgeting: its floats stay in the saved file.
-MAPPED_BYTES_PER_VECTOR = 120
 #: The coarse pool holds at least one vector in this many (sign bits lose more neighbours as the
 #: partition grows: at 1M vectors of 384 dims a pool of 2048 keeps ~.975 of the exact top 50, 3906 all).
 COARSE_FRACTION = 256
@@ -53,46 +45,9 @@ MAPPED_RESCORE_MIN = 128
 HAMMING_BLOCK = 1 << 16
 #: The Hamming distance given to a row the search may not return (above any real one).
 INELIGIBLE = 65535
-#: A partition whose sampled entries are exactly 0 more often than this is sparse: searched exactly,
-#: never by sign bits (a 0 entry has no sign; dense embedders give none, feature hashing ~80 %).
-SPARSE_ZERO_SHARE = 0.25
-#: Rows sampled (evenly spaced) to tell a sparse partition, again each time it has doubled.
-SPARSE_SAMPLE = 256
 #: A sparse partition of at least this many rows is searched exactly on a column-major copy of its
 #: floats, reading only the columns where the query is not 0 (see `VectorPartition.search`).
 COLUMNS_MIN = 4096
-
-
-def is_sparse(mat: np.ndarray) -> bool:
-    """Whether more than `SPARSE_ZERO_SHARE` of the entries of `mat` are exactly 0."""
-    mat = np.asarray(mat)
-    return bool(mat.size) and np.count_nonzero(mat == 0) > SPARSE_ZERO_SHARE * mat.size
-
-
-def kth_largest(scores: np.ndarray, k: int):
-    """The k-th largest of `scores` (1 <= k <= len), exactly `np.partition(scores, len - k)[len - k]`.
-
-    numpy's selection slows down on runs of equal values, and scores have them: a feature-hashed
-    question shares no feature with many records (cosine exactly 0), and superseded rows score
-    -inf (measured, 10k scores, k 50: 70 % zeros 564 µs against 21; 90 % -inf 652 against 9; at
-    100k 3.9 and 8.8 ms against 0.28 and 0.08). So the positives are searched first, then zeros
-    are counted, then the finite negatives; only a selection among distinct-enough values remains."""
-    pos = scores[scores > 0]
-    if len(pos) >= k:
-        return np.partition(pos, len(pos) - k)[len(pos) - k]
-    need = k - len(pos) - int(np.count_nonzero(scores == 0))
-    if need <= 0:
-        return scores.dtype.type(0)
-    neg = scores[(scores < 0) & (scores > -np.inf)]
-    if need > len(neg):
-        return scores.dtype.type(-np.inf)
-    return np.partition(neg, len(neg) - need)[len(neg) - need]
-
-
-def sample_again(n: int, sampled: tuple[bool, int] | None) -> bool:
-    """Whether n vectors are to be sampled for sparseness: never sampled, doubled since the
-    (sparse, rows) sample, or fewer than then (a partition forgotten and filled again)."""
-    return sampled is None or n >= 2 * sampled[1] or n < sampled[1]
 
 
 class VectorPartition:
@@ -523,71 +478,3 @@ class VectorPartition:
             approx = np.einsum("ij,j->i", self.q8[rows].astype(np.float32), q) * (self.q8_scale[rows] * self.inv_norm[rows])
             rows = rows[approx >= np.partition(approx, len(approx) - r)[len(approx) - r]]
         return self._rescored(q, rows, k)
-
-
-class VectorCache:
-    """user -> VectorPartition, least recently used first, at most `budget_bytes` in all."""
-
-    def __init__(self, *, budget_bytes: int, dim: int):
-        self.budget_bytes = int(budget_bytes)
-        self.dim = int(dim)
-        self._parts: LRU[str, VectorPartition] = LRU(self.budget_bytes, weigh=_nbytes)
-
-    def __contains__(self, user_id: object) -> bool:
-        return user_id in self._parts
-
-    def __getitem__(self, user_id: str) -> VectorPartition:
-        part = self._parts.peek(user_id)
-        if part is None:
-            raise KeyError(user_id)
-        return part
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._parts)
-
-    def __len__(self) -> int:
-        return len(self._parts)
-
-    def fits(self, n_vectors: int) -> bool:
-        """Whether a partition of this many vectors may be copied at all."""
-        return n_vectors * (self.dim * 4 + BYTES_PER_VECTOR_OVERHEAD) <= self.budget_bytes
-
-    def fits_mapped(self, n_vectors: int) -> bool:
-        """Whether a mapped partition (sign bits and ids in memory, floats in the saved file) fits."""
-        words = -(-self.dim // 64)
-        return n_vectors * (8 * words + self.dim + 4 + MAPPED_BYTES_PER_VECTOR) <= self.budget_bytes
-
-    def current(self, user_id: str, version: int) -> VectorPartition | None:
-        """The user's copy when it is at `version` (marked most recently used); a stale one is dropped."""
-        part = self._parts.peek(user_id)
-        if part is None:
-            return None
-        if part.version != version:
-            self._parts.pop(user_id)
-            return None
-        return self._parts.get(user_id)
-
-    def put(self, user_id: str, part: VectorPartition) -> VectorPartition | None:
-        """Keep a copy as the most recently used; returns it, or None when the budget evicted it.
-        Every kept copy is weighed again first: one grows in place after it is kept (its sign-bit
-        codes are built on its first search, a mapped one's int8 copy loads in a thread)."""
-        self._parts.reweigh()
-        return part if self._parts.put(user_id, part) else None
-
-    def pop(self, user_id: str) -> VectorPartition | None:
-        return self._parts.pop(user_id)
-
-    def clear(self) -> None:
-        self._parts.clear()
-
-
-def _nbytes(part: VectorPartition) -> int:
-    return part.nbytes
-
-
-def partition_from_rows(version: int, rows: Sequence[tuple[int, int, bytes]], dim: int) -> VectorPartition:
-    """A partition from (id, valid, float32 blob) rows in id order."""
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    valid = np.fromiter((bool(r[1]) for r in rows), dtype=bool, count=len(rows))
-    mat = np.frombuffer(bytearray(b"".join(r[2] for r in rows)), dtype=np.float32).reshape(len(rows), dim)
-    return VectorPartition(version, ids, mat, valid)
