@@ -4,9 +4,9 @@ A matrix product over a user's whole partition is exact and, with numpy, faster 
 float scan (~15 ms at 100k vectors of 384 dims against ~100 ms). A `VectorPartition` is one
 user's copy, read once from `record_vectors`; it is current while its `version` equals the
 user's row in `partition_versions`, which every write to the user's vectors or validity bumps
-(from any connection or process). `VectorCache` (engine.stores.sqlite.vector_cache) keeps the partitions least
-recently used first and evicts to stay within its byte budget. A partition whose floats exceed the budget is kept
-*mapped*: its sign bits, ids, validity, inverse norms and an int8 copy in memory (~450 B a
+(from any connection or process). `VectorCache` (engine.stores.sqlite.vector_cache) keeps the
+partitions least recently used first and evicts to stay within its byte budget. A partition whose
+floats exceed the budget is kept *mapped*: its sign bits, ids, validity, inverse norms and an int8 copy in memory (~450 B a
 384-d vector against ~1.6 KB), its floats memory-mapped from the copy saved beside the database
 file (engine.stores.sqlite.sidecar), and searched coarse to fine: a Hamming scan over the sign
 bits word by word, the pool every row at most as far as its pool-th nearest, the pool scored on
@@ -60,8 +60,8 @@ class VectorPartition:
     floats of the best few rows of its pool from the file.
     """
 
-    __slots__ = ("_codes", "_cols", "_cols_job", "_gen", "_index", "_sorted", "_sparse", "_tail", "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale",
-                 "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_cols", "_cols_job", "_gen", "_index", "_sorted", "_sparse", "_tail", "_q8_pending",
+                 "_q8_thread", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
                  inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False,
@@ -322,7 +322,8 @@ class VectorPartition:
             if self.mapped and self.q8_ready(wait=False):
                 return self._q8_search(q, k, include_invalid)
         qn = float(np.linalg.norm(q))
-        by_columns = columns and not self.mapped and n >= COLUMNS_MIN and self.sparse and self.columns_ready(wait=False)
+        by_columns = (columns and not self.mapped and n >= COLUMNS_MIN and self.sparse
+                      and self.columns_ready(wait=False))
         scores = (self._sparse_dots(q) if by_columns else self._dots(q)) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         eligible = n
