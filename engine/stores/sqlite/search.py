@@ -67,7 +67,7 @@ class SQLiteSearch:
             # which are the rows most often superseded) the best few mostly were not enough: the
             # top-first pass lost 83 % of those searches at turn 2,000 of a session and cost a
             # whole FTS5 bm25 pass each time, so they take every match at once (measured: the
-            # keyword path per event turn 13.9-16.2 -> 7.3-9.8 ms; LoCoMo conv-26's ingest, where
+            # keyword path per event turn 12.4-16.2 -> 7.3-9.8 ms; LoCoMo conv-26's ingest, where
             # it always won, 1.43 -> 1.29 s)
             found = None if conn.in_transaction else self._bm25_top_first(conn, match, user_id, int(k), valid)
             if found is not None:
