@@ -42,10 +42,10 @@ from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, DIM, STORE_FACTORIES, synthetic_corpus
 from engine.eval.perf.retrieval import (
     BATCH,
-    RECORD_VECTORS,
     SESSION,
     USER,
     WARMUP,
+    check_record_vectors,
     checkpoint,
     percentile_ms,
     stored_vectors,
@@ -316,8 +316,7 @@ def run_against_reference(
         sqlite_versions,
     )
 
-    if record_vectors not in RECORD_VECTORS:
-        raise ConfigError(f"unknown record vectors {record_vectors!r}; choose from {', '.join(RECORD_VECTORS)}")
+    check_record_vectors(record_vectors)
     if python is None:
         python = ensure_reference_python(spec, progress=progress)
     cfg = bench_config(k)

@@ -21,7 +21,7 @@ from typing import Any
 from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import DIM, STORE_FACTORIES
-from engine.eval.perf.retrieval import RECORD_VECTORS, bench_config, measure_size, scripted_turn_fn
+from engine.eval.perf.retrieval import RECORD_VECTORS, bench_config, check_record_vectors, measure_size, scripted_turn_fn
 from engine.eval.perf.session import DEFAULT_MARKS, run_session, summarize_session
 from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
 
@@ -73,8 +73,7 @@ def run_perf(
     unknown = [s for s in stores if s not in STORE_FACTORIES]
     if unknown:
         raise ConfigError(f"unknown store {unknown}; choose from {', '.join(STORE_FACTORIES)}")
-    if record_vectors not in RECORD_VECTORS:
-        raise ConfigError(f"unknown record vectors {record_vectors!r}; choose from {', '.join(RECORD_VECTORS)}")
+    check_record_vectors(record_vectors)
     cfg = bench_config(k, overrides)
     config = _config_meta(cfg, sizes=sizes, stores=stores, dim=dim, repeats=repeats, other_users=other_users,
                           seed=seed, at=at, record_vectors=record_vectors)

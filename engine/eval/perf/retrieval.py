@@ -22,12 +22,13 @@ import numpy as np
 
 from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
+from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, STORE_FACTORIES, bulk_loading, synthetic_corpus
 from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings, embed_texts
 
-__all__ = ["BATCH", "RECORD_VECTORS", "USER", "stored_vectors", "SESSION", "bench_config", "checkpoint", "measure_size", "percentile_ms"]
+__all__ = ["BATCH", "RECORD_VECTORS", "USER", "check_record_vectors", "stored_vectors", "SESSION", "bench_config", "checkpoint", "measure_size", "percentile_ms"]
 
 BATCH = 500
 USER = "bench-user"
@@ -62,14 +63,19 @@ def _dir_bytes(path: str | None) -> int | None:
 RECORD_VECTORS = ("synthetic", "hash")
 
 
+def check_record_vectors(record_vectors: str) -> None:
+    """ConfigError unless `record_vectors` is one of RECORD_VECTORS."""
+    if record_vectors not in RECORD_VECTORS:
+        raise ConfigError(f"unknown record vectors {record_vectors!r}; choose from {', '.join(RECORD_VECTORS)}")
+
+
 def stored_vectors(corpus: synthetic_corpus, records: list, record_vectors: str,
                    embedder: HashEmbeddings | None = None) -> np.ndarray:
     """The vectors stored for `records` (RECORD_VECTORS): the corpus's next synthetic ones, or
     their texts embedded by `embedder` (a HashEmbeddings of the corpus's size when not given)."""
+    check_record_vectors(record_vectors)
     if record_vectors == "synthetic":
         return corpus.vectors(len(records))
-    if record_vectors != "hash":
-        raise ValueError(f"unknown record vectors {record_vectors!r}; choose from {', '.join(RECORD_VECTORS)}")
     return np.asarray(embed_texts(embedder or HashEmbeddings(corpus.dim), [record_text(r) for r in records]),
                       dtype=np.float32)
 
@@ -208,7 +214,7 @@ def _hash_ingest_rate(name: str, tmpdir: str, corpus: synthetic_corpus, dim: int
             for start in range(0, n, BATCH):
                 recs = corpus.records(USER, min(BATCH, n - start), BENCH_NOW)
                 t0 = time.perf_counter()
-                store.add_records(recs, embed_texts(embedder, [record_text(r) for r in recs]))
+                store.add_records(recs, stored_vectors(corpus, recs, "hash", embedder))
                 seconds += time.perf_counter() - t0
         seconds += bulk.seconds
     finally:
