@@ -5,6 +5,7 @@ transparent store that counts the rows it returns. Tiny sizes only: speed is nev
 from __future__ import annotations
 
 import json
+import statistics
 
 import numpy as np
 import pytest
@@ -155,15 +156,30 @@ def test_perf_main_rejects_bad_arguments(bad):
     assert info.value.code == 2
 
 
-def test_a_control_session_follows_and_is_summarised_apart():
-    samples = run_session(turns=12, dim=16, seed=3, control_turns=4)
-    main, control = [s for s in samples if not s.control], [s for s in samples if s.control]
-    assert [s.n for s in main] == list(range(1, 13)) and [s.n for s in control] == [1, 2, 3, 4]
+def test_side_by_side_rounds_follow_the_session_and_are_summarised_apart():
+    """After the session, rounds of its next turn, a new session of the same user and a new user
+    (turns 1-10 of each, then the next), each round starting one group later; the marks see the
+    session alone, and the ratios are the groups' ordinary medians divided."""
+    samples = run_session(turns=12, dim=16, seed=3, side_by_side=13)
+    main = [s for s in samples if s.group == "session"]
+    assert [s.n for s in main] == list(range(1, 13)) and samples[:12] == main
+    beside = samples[12:]
+    assert [s.group for s in beside[:6]] == ["long", "same-user", "new-user", "same-user", "new-user", "long"]
+    by = {g: [s for s in beside if s.group == g] for g in ("long", "same-user", "new-user")}
+    assert [s.n for s in by["long"]] == list(range(13, 26))
+    assert [s.n for s in by["same-user"]] == [*range(1, 11), 1, 2, 3] == [s.n for s in by["new-user"]]
     summary = summarize_session(samples, marks=(10,))
-    assert summary["turns"] == 12 and summary["control"]["turns"] == 4
-    ordinary = [s.seconds for s in control if not s.event]
-    assert summary["control"]["ordinary_turns"] == len(ordinary)
-    assert "control" not in summarize_session(main, marks=(10,))
+    alone = summarize_session(main, marks=(10,))
+    assert summary["turns"] == 12 and "side_by_side" not in alone and alone["marks"] == summary["marks"]
+    sbs = summary["side_by_side"]
+    assert sbs["rounds"] == 13 and sbs["groups"]["long"]["turns"] == [13, 25]
+    p50 = {g: round(statistics.median([s.seconds for s in v if not s.event]) * 1000, 3) for g, v in by.items()}
+    assert {g: sbs["groups"][g]["ordinary_p50_ms"] for g in p50} == p50
+    assert sbs["history_ratio"] == round(p50["long"] / p50["same-user"], 3)
+    assert sbs["memory_ratio"] == round(p50["same-user"] / p50["new-user"], 3)
+    assert sbs["long_vs_first_turns"] == round(p50["long"] / p50["new-user"], 3)
     from engine.eval.perf.report import _session_lines
 
-    assert any(line.startswith("control: a new user's turns 1-4") for line in _session_lines(summary))
+    lines = _session_lines(summary)
+    assert any(line.startswith("side by side, 13 rounds after the session") and "turns 13-25" in line for line in lines)
+    assert any(line.startswith(f"  history x{sbs['history_ratio']:.2f}") for line in lines)

@@ -27,9 +27,9 @@ from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_ve
 
 __all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"]
 
-#: A new user's first turns, played after the long session in the same store: turn 10's conditions
-#: timed at the session's end, so drift of the machine's speed shows apart from growth of the turn.
-CONTROL_TURNS = 10
+#: Rounds after the long session of its next turn, a new session of the same user and a new user,
+#: one after another (engine.eval.perf.session): growth of the turn told apart from the machine's drift.
+SIDE_BY_SIDE_ROUNDS = 100
 
 
 def _config_meta(cfg: MemoryConfig, *, sizes, stores, dim, repeats, other_users, seed, at,
@@ -87,7 +87,7 @@ def run_perf(
     session = None
     if session_turns > 0:
         samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress, marks=marks,
-                              control_turns=CONTROL_TURNS)
+                              side_by_side=SIDE_BY_SIDE_ROUNDS)
         session = summarize_session(samples, marks)
     return {"config": config, "sizes": per_store[stores[0]]["sizes"], "stores": per_store, "session": session}
 
@@ -135,12 +135,18 @@ def _session_lines(session: dict[str, Any]) -> list[str]:
         lines.append(f"{m['mark']:>6}{_fmt(m['ordinary_p50_ms']):>17}{m['ordinary_turns']:>9}"
                      f"{_fmt(m['event_p50_ms']):>14}  {','.join(map(str, m['event_turns'])) or '-':<16}{rows:>24}"
                      + _db_cells(m.get("db")))
-    control = session.get("control")
-    if control and control["ordinary_p50_ms"] is not None:
-        last = session["marks"][-1]["ordinary_p50_ms"] if session["marks"] else None
-        ratio = f"; turn {session['marks'][-1]['mark']} is {last / control['ordinary_p50_ms']:.2f}x it" if last else ""
-        lines.append(f"control: a new user's turns 1-{control['turns']} in the same store, played right after: "
-                     f"ordinary p50 {control['ordinary_p50_ms']:.1f} ms ({control['ordinary_turns']} turns){ratio}")
+    beside = session.get("side_by_side")
+    if beside:
+        g = beside["groups"]
+        span = g["long"]["turns"]
+        lines.append(f"side by side, {beside['rounds']} rounds after the session, one turn of each in turn: "
+                     f"this session's turns {span[0] if span else '-'}-{span[1] if span else '-'} "
+                     f"p50 {_fmt(g['long']['ordinary_p50_ms'])} ms; a new session of the same user (turns 1-10) "
+                     f"{_fmt(g['same-user']['ordinary_p50_ms'])} ms; a new user (turns 1-10) "
+                     f"{_fmt(g['new-user']['ordinary_p50_ms'])} ms")
+        lines.append(f"  history x{_fmt(beside['history_ratio'], '.2f')} (long session / new session, same memory), "
+                     f"memory x{_fmt(beside['memory_ratio'], '.2f')} (same user / new user), "
+                     f"long session / a user's first turns x{_fmt(beside['long_vs_first_turns'], '.2f')}")
     return lines
 
 

@@ -9,6 +9,15 @@ nearest the mark, and the rows an ordinary turn read: the figure that shows whet
 reads grow with the session's length. At each mark the database is measured too (its pages, in
 use and free, and the rows of the log tables `events` and `scores`): bytes per turn so far and
 since the previous mark show whether the log is bounded (engine.memory.retention).
+
+Side by side (`run_session(side_by_side=N)`): after the session, N rounds of three turns played
+one after another, so the machine's speed (which drifts up to 2x within an hour here) is the same
+for all three: the long session's next turn, a turn of a new session of the same user (turns 1-10
+of each, then another session: the same memory, a short history), and a turn of a new user
+(turns 1-10 of each: no memory, a short history). Their ordinary turns' medians part a long
+session's cost into what its history adds (long ÷ same user's new session) and what the user's
+memory adds (same user's new session ÷ new user); the product is the long session's turn against
+a first turn, measured at the same moments.
 """
 
 from __future__ import annotations
@@ -32,11 +41,15 @@ from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings
 from engine.stores.sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_MARKS", "TurnSample", "UserTalk", "run_session", "summarize_session"]
+__all__ = ["DEFAULT_MARKS", "SIDE_BY_SIDE_GROUPS", "TurnSample", "UserTalk", "run_session", "summarize_session"]
 
 DEFAULT_MARKS: tuple[int, ...] = (10, 100, 1000)
 STEP_SECONDS = (30.0, 60.0)
 EVENT_TURNS_NEAR_MARK = 3
+#: The side-by-side groups, in the order of the first round (each round starts one group later).
+SIDE_BY_SIDE_GROUPS = ("long", "same-user", "new-user")
+#: Turns per new session (same user) and per new user in the side-by-side rounds: "turn 10" at most.
+FRESH_TURNS = 10
 
 _CITIES = ["Lisbon", "Osaka", "Denver", "Nairobi", "Hanoi", "Bergen", "Quito", "Tbilisi"]
 _FOODS = ["ramen", "tacos", "dumplings", "paella", "falafel", "pho", "risotto", "curry"]
@@ -83,7 +96,7 @@ class TurnSample:
     rows_read: int
     reads: dict[str, int]  # rows per read method
     db: dict[str, int] | None = None  # the database at this turn (measured at the report's marks only)
-    control: bool = False  # a turn of the control session (`run_session(control_turns=...)`)
+    group: str = "session"  # "session", or a side-by-side group (SIDE_BY_SIDE_GROUPS)
 
 
 def measure_db(path: str) -> dict[str, int]:
@@ -102,12 +115,11 @@ def measure_db(path: str) -> dict[str, int]:
 
 def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: int = 0, dim: int = 384,
                 progress: Callable[[str], None] | None = None, marks: Sequence[int] = (),
-                control_turns: int = 0) -> list[TurnSample]:
+                side_by_side: int = 0) -> list[TurnSample]:
     """Play one session of `turns` scripted turns; one sample per turn (with the database's size
-    and log rows at the `marks`, measured after the timed turn). `control_turns` > 0: then a new
-    user's first turns in the same store and engine (`control=True` samples, after the others):
-    turns as early as the session's first ones, timed minutes later, so a slower machine is told
-    apart from a slower turn (this 2-core machine's speed drifts 10-25 % over a run)."""
+    and log rows at the `marks`, measured after the timed turn). `side_by_side` > 0: then that many
+    rounds of the long session's next turn, a new session of the same user and a new user, played
+    one after another in the same store and engine (samples with their `group`; see the module)."""
     at_marks = {int(m) for m in marks}
     talk = UserTalk(seed)
     steps = random.Random(seed + 1)
@@ -119,7 +131,7 @@ def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: 
         try:
             engine = MemoryEngine(config, store=store, clock=clock, embedder=HashEmbeddings(dim))
 
-            def play(n: int, user_id: str, session_id: str, text: str, *, control: bool = False) -> None:
+            def play(n: int, user_id: str, session_id: str, text: str, *, group: str = "session") -> None:
                 """One timed turn, its sample, and the clock's step to the next."""
                 store.reset()
                 t0 = time.perf_counter()
@@ -127,17 +139,25 @@ def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: 
                 seconds = time.perf_counter() - t0
                 samples.append(TurnSample(n=n, seconds=seconds, event=bool(result.event_fired),
                                           rows_read=store.rows_read(), reads=store.reads_by_method(),
-                                          db=measure_db(path) if n in at_marks and not control else None,
-                                          control=control))
+                                          db=measure_db(path) if n in at_marks and group == "session" else None,
+                                          group=group))
                 clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
 
             for n in range(1, turns + 1):
                 play(n, "session-user", "long-session", talk())
                 if progress and n % 100 == 0:
                     progress(f"session: turn {n}/{turns}")
-            control_talk = UserTalk(seed + 2)
-            for n in range(1, control_turns + 1):
-                play(n, "control-user", "control-session", control_talk(), control=True)
+            fresh_talk = UserTalk(seed + 2)
+            for i in range(side_by_side):
+                j, nth = i % FRESH_TURNS + 1, i // FRESH_TURNS
+                for k in range(len(SIDE_BY_SIDE_GROUPS)):  # each round starts one group later: no group always first
+                    group = SIDE_BY_SIDE_GROUPS[(i + k) % len(SIDE_BY_SIDE_GROUPS)]
+                    if group == "long":
+                        play(turns + i + 1, "session-user", "long-session", talk(), group=group)
+                    elif group == "same-user":
+                        play(j, "session-user", f"new-session-{nth}", fresh_talk(), group=group)
+                    else:
+                        play(j, f"new-user-{nth}", "first-session", fresh_talk(), group=group)
         finally:
             store.close()
     return samples
@@ -186,9 +206,9 @@ def _at_mark(samples: Sequence[TurnSample], mark: int, previous: int | None = No
 
 def summarize_session(samples: Sequence[TurnSample], marks: Sequence[int] = DEFAULT_MARKS) -> dict[str, Any]:
     """Per mark (within the session's length): ordinary and event turn times and rows read; with
-    control samples, their ordinary turns' median."""
-    control = [s for s in samples if s.control]
-    samples = [s for s in samples if not s.control]
+    side-by-side samples, each group's ordinary turns' median and the ratios between them."""
+    beside = [s for s in samples if s.group != "session"]
+    samples = [s for s in samples if s.group == "session"]
     length = len(samples)
     shown = [m for m in marks if m <= length]
     out: dict[str, Any] = {
@@ -197,9 +217,28 @@ def summarize_session(samples: Sequence[TurnSample], marks: Sequence[int] = DEFA
         "step_seconds": list(STEP_SECONDS),
         "marks": [_at_mark(samples, m, prev) for m, prev in zip(shown, [None, *shown[:-1]])],
     }
-    if control:
-        ordinary = [s for s in control if not s.event]
-        out["control"] = {"what": "a new user's first turns in the same store and engine, played after the session",
-                          "turns": len(control), "ordinary_turns": len(ordinary),
-                          "ordinary_p50_ms": _ms([s.seconds for s in ordinary])}
+    if beside:
+        out["side_by_side"] = _side_by_side(beside)
     return out
+
+
+def _side_by_side(samples: Sequence[TurnSample]) -> dict[str, Any]:
+    """Each group's turns and ordinary p50, and the ratios: history (the long session against a new
+    session of the same user), memory (that against a new user) and both (the long session against
+    a new user)."""
+    groups: dict[str, Any] = {}
+    for g in SIDE_BY_SIDE_GROUPS:
+        mine = [s for s in samples if s.group == g]
+        ordinary = [s.seconds for s in mine if not s.event]
+        groups[g] = {"turns": [min(s.n for s in mine), max(s.n for s in mine)] if mine else None,
+                     "ordinary_turns": len(ordinary), "ordinary_p50_ms": _ms(ordinary)}
+
+    def ratio(a: str, b: str) -> float | None:
+        x, y = groups[a]["ordinary_p50_ms"], groups[b]["ordinary_p50_ms"]
+        return round(x / y, 3) if x and y else None
+
+    return {"what": "after the session, rounds of: its next turn, a turn of a new session of the same user, a turn "
+                    f"of a new user (turns 1-{FRESH_TURNS} of each new session and user), one after another",
+            "rounds": max((sum(1 for s in samples if s.group == g) for g in SIDE_BY_SIDE_GROUPS), default=0),
+            "groups": groups, "history_ratio": ratio("long", "same-user"),
+            "memory_ratio": ratio("same-user", "new-user"), "long_vs_first_turns": ratio("long", "new-user")}
