@@ -443,3 +443,68 @@ def test_dense_search_from_the_stored_floats_reads_sparse_vectors_exactly(store_
         assert [i for i, _ in store.search_dense("u", q, k=10)] == want
     assert "u" not in store._vcache
     assert store._sparse_users["u"] == (True, 600)  # sampled once, kept until the user doubles
+
+
+def test_bounded_record_reads_take_kept_records_and_read_only_the_others(store_factory, rng, monkeypatch):
+    """A `records` read with a limit (the turn path's: a question's time window, up to 200) asks for
+    ids and takes the records `get_records` keeps, reading only the others; the answer is the
+    plain read's, filters, order and limit included, before and after writes."""
+    from dataclasses import replace as _replace
+    from datetime import datetime
+
+    from engine.core.records import TimeSpan
+    from engine.stores.sqlite.records import KEPT_READ_MAX, SQLiteRecords
+
+    store = store_factory()
+    day = datetime(2026, 3, 1, tzinfo=T0.tzinfo)
+    made = store.add_records([_replace(rec("u", f"note {i}", tags=("fact", "preference") if i % 3 else ("fact",)),
+                                       time=TimeSpan(start=day + timedelta(days=i), end=day + timedelta(days=i, hours=1),
+                                                     granularity="day"))
+                              for i in range(40)], unit(rng, 40, 32))
+    store.add_records([rec("v", "other user's note")], unit(rng, 1, 32))
+    store.supersede("u", made[5].id, made[6].id, T0)
+    reads = [dict(time_between=(day + timedelta(days=10), day + timedelta(days=30)), newest_first=True, limit=12),
+             dict(include_invalid=True, limit=8), dict(memory_type="fact", limit=50, newest_first=True),
+             dict(tags_any=["preference"], include_invalid=True, time_between=(day, None), limit=7)]
+    assert KEPT_READ_MAX >= 200  # the time window's read (DIM_READ_LIMIT) takes this path
+
+    def unbounded(**kw):  # the same read without the limit, cut in Python: never the kept path
+        limit = kw.pop("limit")
+        return store.records("u", **kw)[:limit]
+
+    fetched: list[int] = []
+    real = SQLiteRecords._get_records
+    monkeypatch.setattr(SQLiteRecords, "_get_records",
+                        lambda self, conn, user_id, ids: fetched.extend(ids) or real(self, conn, user_id, ids))
+    for kw in reads:
+        want = [r.to_dict() for r in unbounded(**kw)]
+        assert [r.to_dict() for r in store.records("u", **kw)] == want
+    assert fetched  # the first reads fetched rows by id ...
+    fetched.clear()
+    for kw in reads:  # ... and kept them: nothing is read again
+        store.records("u", **kw)
+    assert fetched == []
+    store.supersede("u", made[20].id, made[21].id, T0)  # a write: what is kept is dropped, and the answer follows
+    for kw in reads:
+        assert [r.to_dict() for r in store.records("u", **kw)] == [r.to_dict() for r in unbounded(**kw)]
+    assert made[20].id not in {r.id for r in store.records("u", **reads[0])}
+
+
+def test_a_record_superseded_between_the_ids_and_its_row_stays_out(store_factory, rng, monkeypatch):
+    """Another process may supersede a record between the read of the ids and the read of its
+    row: a current-only read then leaves it out instead of returning a superseded record."""
+    from dataclasses import replace as _replace
+
+    from engine.stores.sqlite.records import SQLiteRecords
+
+    store = store_factory()
+    made = store.add_records([rec("u", f"note {i}") for i in range(6)], unit(rng, 6, 32))
+    real = SQLiteRecords._get_records
+
+    def late(self, conn, user_id, ids):  # the rows as they read after another process's supersede
+        return [_replace(r, invalid_at=T0) if r.id == made[2].id else r for r in real(self, conn, user_id, ids)]
+
+    monkeypatch.setattr(SQLiteRecords, "_get_records", late)
+    got = store.records("u", limit=10)
+    assert [r.id for r in got] == [r.id for r in made if r.id != made[2].id]
+    assert made[2].id in {r.id for r in store.records("u", limit=10, include_invalid=True)}

@@ -67,6 +67,10 @@ def _changed(r: MemoryRecord, **values: Any) -> MemoryRecord:
     return new
 
 
+#: `records` reads of at most this many rows (the turn path's bounded reads) ask for ids and take
+#: the records kept in memory (`get_records`' cache), reading only the others.
+KEPT_READ_MAX = 1024
+
 class SQLiteRecords:
     """add/get/list/count/update/reinforce/supersede records and their vectors (see module docstring)."""
 
@@ -175,26 +179,32 @@ class SQLiteRecords:
             n = self._record_writes(conn)
             if n is None:
                 return self._get_records(conn, user_id, ids)
-            if self._by_id_at != n:
-                self._by_id.clear()
-                self._by_id_at = n
-            kept, todo = self._by_id, []
-            have: dict[int, MemoryRecord] = {}
-            for i in ids:
-                rid = int(i)
-                r = kept.get((user_id, rid))
-                if r is None:
-                    todo.append(rid)
-                else:
-                    have[rid] = r
-            if todo:
-                got = self._get_records(conn, user_id, todo)
-                if len(kept) + len(got) > 1 << 16:
-                    kept.clear()
-                for r in got:
-                    have[r.id] = r
-                    kept[(user_id, r.id)] = r
+            have = self._kept_records(conn, n, user_id, ids)
             return [have[i] for i in sorted(have)]
+
+    def _kept_records(self, conn: Any, n: int, user_id: str, ids: Sequence[int]) -> dict[int, MemoryRecord]:
+        """The user's records of `ids` by id (absent: not the user's), those kept at `record_writes`
+        `n` from memory and the others read (and kept)."""
+        if self._by_id_at != n:
+            self._by_id.clear()
+            self._by_id_at = n
+        kept, todo = self._by_id, []
+        have: dict[int, MemoryRecord] = {}
+        for i in ids:
+            rid = int(i)
+            r = kept.get((user_id, rid))
+            if r is None:
+                todo.append(rid)
+            else:
+                have[rid] = r
+        if todo:
+            got = self._get_records(conn, user_id, todo)
+            if len(kept) + len(got) > 1 << 16:
+                kept.clear()
+            for r in got:
+                have[r.id] = r
+                kept[(user_id, r.id)] = r
+        return have
 
     def _get_records(self, conn: Any, user_id: str, ids: Sequence[int]) -> list[MemoryRecord]:
         rows = conn.execute(
@@ -259,7 +269,15 @@ class SQLiteRecords:
             sql += " LIMIT ?"
             args.append(int(limit))
         with self._read() as conn:
-            return [record_from_row(r) for r in conn.execute(sql, args)]
+            n = self._record_writes(conn) if limit is not None and limit <= KEPT_READ_MAX else None
+            if n is None:
+                return [record_from_row(r) for r in conn.execute(sql, args)]
+            # a bounded read on the turn path (a question's time window: up to 200 records) asks only
+            # for the ids and takes the records kept in memory, reading just the others
+            ids = [r[0] for r in conn.execute(sql.replace(f"SELECT {RECORD_COLUMNS} ", "SELECT id ", 1), args)]
+            have = self._kept_records(conn, n, user_id, ids)
+            # a record read after the ids (another process may have superseded it meanwhile) stays out
+            return [r for i in ids if (r := have.get(i)) is not None and (include_invalid or r.is_current)]
 
     def _newest_tagged_cached(self, user_id: str, tags: list[str], limit: int, newest_first: bool
                               ) -> list[MemoryRecord]:

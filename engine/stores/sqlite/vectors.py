@@ -410,7 +410,7 @@ class VectorPartition:
             cand = np.flatnonzero(scores > -np.inf)
         ids = self.ids[rows[cand]]
         order = np.lexsort((ids, -scores[cand]))[:k]
-        return [(int(ids[i]), float(scores[cand[i]])) for i in order]
+        return list(zip(ids[order].tolist(), scores[cand[order]].tolist(), strict=True))
 
     def hamming(self, q: np.ndarray, include_invalid: bool) -> np.ndarray:
         """Each row's Hamming distance to the query's sign bits (uint16; `INELIGIBLE` for a
