@@ -71,6 +71,7 @@ def _changed(r: MemoryRecord, **values: Any) -> MemoryRecord:
 #: the records kept in memory (`get_records`' cache), reading only the others.
 KEPT_READ_MAX = 1024
 
+
 class SQLiteRecords:
     """add/get/list/count/update/reinforce/supersede records and their vectors (see module docstring)."""
 
@@ -240,7 +241,7 @@ class SQLiteRecords:
             plain = memory_type is None and time_between is None and after_id is None
             if plain and limit is not None and not include_invalid:
                 return self._newest_tagged_cached(user_id, tags, int(limit), newest_first)
-        sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE user_id = ?"
+        sql = "FROM records WHERE user_id = ?"  # the select list is chosen below
         args: list[Any] = [user_id]
         if not include_invalid:
             sql += " AND valid = 1"
@@ -271,10 +272,10 @@ class SQLiteRecords:
         with self._read() as conn:
             n = self._record_writes(conn) if limit is not None and limit <= KEPT_READ_MAX else None
             if n is None:
-                return [record_from_row(r) for r in conn.execute(sql, args)]
+                return [record_from_row(r) for r in conn.execute(f"SELECT {RECORD_COLUMNS} {sql}", args)]
             # a bounded read on the turn path (a question's time window: up to 200 records) asks only
             # for the ids and takes the records kept in memory, reading just the others
-            ids = [r[0] for r in conn.execute(sql.replace(f"SELECT {RECORD_COLUMNS} ", "SELECT id ", 1), args)]
+            ids = [r[0] for r in conn.execute(f"SELECT id {sql}", args)]
             have = self._kept_records(conn, n, user_id, ids)
             # a record read after the ids (another process may have superseded it meanwhile) stays out
             return [r for i in ids if (r := have.get(i)) is not None and (include_invalid or r.is_current)]
