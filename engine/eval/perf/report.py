@@ -184,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", default="1000,10000,100000", help="records of the measured user, comma-separated")
     p.add_argument("--store", default="sqlite", help=f"back ends, comma-separated ({', '.join(STORE_FACTORIES)})")
     p.add_argument("--queries", type=int, default=50, help="timed retrievals per size")
-    p.add_argument("--turns", type=int, default=1000, help="length of the timed session (0 skips it)")
+    p.add_argument("--turns", type=int, default=1000,
+                   help=f"length of the timed session (0 skips it), then {SIDE_BY_SIDE_ROUNDS} rounds of its next turn, "
+                        "a new session of the same user and a new user, one after another")
     p.add_argument("--marks", default=",".join(map(str, DEFAULT_MARKS)), help="session turns to report")
     p.add_argument("--k", type=int, default=None, help="candidates per retrieval path (default: the preset's)")
     p.add_argument("--seed", type=int, default=0)
