@@ -22,7 +22,7 @@ from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import DIM, STORE_FACTORIES
 from engine.eval.perf.retrieval import RECORD_VECTORS, bench_config, check_record_vectors, measure_size, scripted_turn_fn
-from engine.eval.perf.session import DEFAULT_MARKS, run_session, summarize_session
+from engine.eval.perf.session import DEFAULT_MARKS, FRESH_TURNS, run_session, summarize_session
 from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
 
 __all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"]
@@ -141,8 +141,9 @@ def _session_lines(session: dict[str, Any]) -> list[str]:
         span = g["long"]["turns"]
         lines.append(f"side by side, {beside['rounds']} rounds after the session, one turn of each in turn: "
                      f"this session's turns {span[0] if span else '-'}-{span[1] if span else '-'} "
-                     f"p50 {_fmt(g['long']['ordinary_p50_ms'])} ms; a new session of the same user (turns 1-10) "
-                     f"{_fmt(g['same-user']['ordinary_p50_ms'])} ms; a new user (turns 1-10) "
+                     f"p50 {_fmt(g['long']['ordinary_p50_ms'])} ms; a new session of the same user "
+                     f"(turns 1-{FRESH_TURNS}) {_fmt(g['same-user']['ordinary_p50_ms'])} ms; a new user "
+                     f"(turns 1-{FRESH_TURNS}) "
                      f"{_fmt(g['new-user']['ordinary_p50_ms'])} ms")
         lines.append(f"  history x{_fmt(beside['history_ratio'], '.2f')} (long session / new session, same memory), "
                      f"memory x{_fmt(beside['memory_ratio'], '.2f')} (same user / new user), "

@@ -28,7 +28,8 @@ from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings, embed_texts
 
-__all__ = ["BATCH", "RECORD_VECTORS", "USER", "check_record_vectors", "stored_vectors", "SESSION", "bench_config", "checkpoint", "measure_size", "percentile_ms"]
+__all__ = ["BATCH", "RECORD_VECTORS", "USER", "check_record_vectors", "stored_vectors", "SESSION", "bench_config",
+           "checkpoint", "measure_size", "percentile_ms"]
 
 BATCH = 500
 USER = "bench-user"

@@ -41,7 +41,7 @@ from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings
 from engine.stores.sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_MARKS", "SIDE_BY_SIDE_GROUPS", "TurnSample", "UserTalk", "run_session", "summarize_session"]
+__all__ = ["DEFAULT_MARKS", "FRESH_TURNS", "SIDE_BY_SIDE_GROUPS", "TurnSample", "UserTalk", "run_session", "summarize_session"]
 
 DEFAULT_MARKS: tuple[int, ...] = (10, 100, 1000)
 STEP_SECONDS = (30.0, 60.0)

@@ -259,9 +259,7 @@ class VectorPartition:
             self._codes = np.concatenate([self._codes[:, : self.n], self.sign_codes(mat).T], axis=1)
         if self._cols is not None:
             if self.n + m > self._cols.shape[1]:
-                cols = np.zeros((self._cols.shape[0], len(self.ids)), dtype=np.float32)
-                cols[:, : self.n] = self._cols[:, : self.n]
-                self._cols = cols
+                self._cols = self._widened(self._cols, self.n)
             self._cols[:, sl] = np.asarray(mat, dtype=np.float32).T
         self.ids[sl] = ids
         if self.mapped:
@@ -373,12 +371,16 @@ class VectorPartition:
                     return False
                 continue
             if cols.shape[1] < len(self.ids):  # the partition grew meanwhile
-                grown = np.zeros((cols.shape[0], len(self.ids)), dtype=np.float32)
-                grown[:, :n0] = cols[:, :n0]
-                cols = grown
+                cols = self._widened(cols, n0)
             cols[:, n0: self.n] = self.mat[n0: self.n].T
             self._cols = cols
         return True
+
+    def _widened(self, cols: np.ndarray, n: int) -> np.ndarray:
+        """A column-major copy with room for every row the ids have room for, its first `n` columns kept."""
+        grown = np.zeros((cols.shape[0], len(self.ids)), dtype=np.float32)
+        grown[:, :n] = cols[:, :n]
+        return grown
 
     def _start_columns(self) -> tuple[threading.Thread, dict[str, np.ndarray], int, int]:
         mat, n0, cap, out = self.mat, self.n, len(self.ids), {}
@@ -477,5 +479,5 @@ class VectorPartition:
         if self.mapped and len(rows) > r and self.q8_ready(wait=False):
             # approximate cosines on the int8 copy; the best few (ties included) are read from the file
             approx = np.einsum("ij,j->i", self.q8[rows].astype(np.float32), q) * (self.q8_scale[rows] * self.inv_norm[rows])
-            rows = rows[approx >= np.partition(approx, len(approx) - r)[len(approx) - r]]
+            rows = rows[approx >= kth_largest(approx, r)]
         return self._rescored(q, rows, k)
