@@ -19,6 +19,7 @@ import numpy as np
 from engine.core.config import MemoryConfig, Weights
 from engine.core.forgetting import decay, importance, score
 from engine.core.records import ScoreRow
+from engine.core.rounding import rounded
 from engine.memory.candidates import Candidate, CandidateSet
 
 __all__ = ["Candidate", "CandidateSet", "Ranking", "diverse_order", "rank", "rank_candidates", "sensitivity",
@@ -125,7 +126,14 @@ class Ranking:
         return got
 
     def rows(self) -> list[ScoreRow]:
-        return [self.row(pos) for pos in range(len(self.order))]
+        return self._rows_at(range(len(self.order)))
+
+    def _rows_at(self, positions: Sequence[int]) -> list[ScoreRow]:
+        """The rows at `positions` (built once each; those not built yet all at once, `_rows`)."""
+        todo = [pos for pos in positions if pos not in self.built]
+        if todo:
+            self.built.update(zip(todo, _rows(self, todo), strict=True))
+        return [self.built[pos] for pos in positions]
 
     def logged_rows(self, limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:
         """The rows a retrieval stores: every row that was seated or held back, and, of the best
@@ -136,19 +144,19 @@ class Ranking:
         if limit <= 0 or n <= limit:
             return self.rows()
         held, ids, why, order = excluded or {}, self.cands.ids, self.why, self.order
-        out: list[ScoreRow] = []
+        out: list[int] = []
         unearned = 0
         for pos in range(n):
             i = order[pos]
             if self.verdicts[pos] == "picked" or ids[i] in held:
-                out.append(self.row(pos))
+                out.append(pos)
             elif pos < limit:
                 if why.get(i, "").startswith(UNEARNED_WHY):
                     unearned += 1
                     if unearned > UNEARNED_LOGGED:
                         continue
-                out.append(self.row(pos))
-        return out
+                out.append(pos)
+        return self._rows_at(out)
 
 
 def _scores(cands: CandidateSet, *, config: MemoryConfig, weights: Weights) -> _Scores:
@@ -308,6 +316,33 @@ def _verdicts(ids: Sequence[int], order: Sequence[int], seats: _Seats, excluded:
         else:
             out.append("near-miss" if pos <= near else "dropped")
     return out
+
+
+def _rows(ranking: Ranking, positions: Sequence[int]) -> list[ScoreRow]:
+    """The score rows at `positions` of the ranking's order. Every number is rounded to 6 places
+    as `_row` rounds it, all of them in one `rounded` call (exactly `round`'s doubles)."""
+    cands, s, w, order = ranking.cands, ranking.scores, ranking.weights, ranking.order
+    if cands.given is not None:  # a set of given Candidate objects: each its own paths
+        return [_row(cands, order[pos], pos, s, w, ranking.verdicts[pos], ranking.why.get(order[pos], "top-K"))
+                for pos in positions]
+    idx = [order[pos] for pos in positions]
+    ids = [cands.ids[i] for i in idx]
+    paths = list(cands.scores_by_path.items())
+    R, T, F = s.R[idx], s.T[idx], s.F[idx]
+    cols = [R, T, F, s.S[idx], w.alpha * R, w.beta * T, w.gamma * F,
+            *(np.array([float(scores.get(rid, 0.0)) for rid in ids], dtype=np.float64) for _, scores in paths)]
+    m = len(idx)
+    flat = rounded(np.concatenate(cols)) if m else []
+    Rr, Tr, Fr, Sr, aR, bT, gF, *by_path = (flat[c * m:(c + 1) * m] for c in range(len(cols)))
+    delta = round(float(w.delta), 6)
+    rows = []
+    for j, (pos, i) in enumerate(zip(positions, idx, strict=True)):
+        rows.append(ScoreRow(
+            record_id=ids[j], ranks=cands.ranks(i), path_scores={p: col[j] for (p, _), col in zip(paths, by_path)},
+            R=Rr[j], T=Tr[j], F=Fr[j], parts={"alpha_R": aR[j], "beta_T": bT[j], "gamma_F": gF[j], "delta": delta},
+            S=Sr[j], verdict=ranking.verdicts[pos], why=ranking.why.get(i, "top-K"), tokens=cands.tokens[i],
+            position=pos))
+    return rows
 
 
 def _row(cands: CandidateSet, i: int, pos: int, s: _Scores, w: Weights, verdict: str, why: str) -> ScoreRow:
