@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from engine.core.clock import Clock, VirtualClock, ensure_aware
 from engine.core.config import MemoryConfig, Weights
 from engine.core.errors import ClockError, ConfigError, ModelCallError
+from engine.core.laps import Laps
 from engine.core.lru import LRU
 from engine.core.records import Event, MemoryRecord, Message, UserProfile
 from engine.core.tokens import ApproxTokenCounter, TokenCounter, content_text
@@ -143,46 +144,63 @@ class MemoryEngine:
     def turn(self, user_id: str, session_id: str, text: str, *, name: str | None = None) -> TurnResult:
         """One full turn: stamp the user message, run the memory steps, call the chat model once."""
         with self._lock, self.events_log.collecting() as events:
+            laps = Laps()
             user_msg = self.observe(user_id, session_id, "user", text, name=name)
+            laps.lap("observe")
             prepared = self.remember_and_recall(user_id, session_id)
+            laps.add(prepared.stages)
+            laps.skip()
             reply, reply_tokens = self._chat(user_id, session_id, prepared.prompt)
+            laps.lap("chat")
             # the reply's log entry lands with the assistant message and its stamp (one commit); the
             # reinforcement of the records it used commits on its own, after the message is safe
             with self.store.transaction():
                 self.log(user_id, session_id, "reply", {"tokens": reply_tokens})
                 reply_msg = self.observe(user_id, session_id, "assistant", reply)
+            laps.lap("reply")
             self.reinforce_used(prepared, reply)
+            laps.lap("reinforce")
         return TurnResult(reply=reply, prompt=prepared.prompt, event_fired=prepared.event_fired,
                           event_no=prepared.event_no, retrieval=prepared.retrieval, events=list(events),
-                          user_message=user_msg, reply_message=reply_msg)
+                          user_message=user_msg, reply_message=reply_msg, stages=laps.ms)
 
     def remember_and_recall(self, user_id: str, session_id: str) -> PreparedTurn:
         """Steps 2-6 for the session's next model call: gate, maybe an event (extraction and
         update write memory), retrieval, injection, reinforcement. Run it once per user message."""
         with self._lock:
+            laps = Laps()
             turn = self.events_log.next_turn(user_id, session_id)
             compact_session(self.store, user_id, session_id, turn=turn, full_turns=self.config.log_full_turns,
                             hints=self._compaction)
+            laps.lap("compact")
             event = catch_up(self, user_id, session_id)
+            laps.lap("catch_up")
             # one read of the live window, shared by the steps; read again only after an event
             view = live_window(self, user_id, session_id)
-            if check_gate(self, user_id, session_id, view).will_fire:
+            laps.lap("window")
+            fires = check_gate(self, user_id, session_id, view).will_fire
+            laps.lap("gate")
+            if fires:
                 event = fire_event(self, user_id, session_id)
                 view = live_window(self, user_id, session_id)
+                laps.lap("event")
             if self.config.overflow_extract and (leaving := leaving_window(self, user_id, session_id, view)):
                 event = extract_overflow(self, user_id, session_id, event, leaving)
                 view = live_window(self, user_id, session_id)
+                laps.lap("event")
             query = last_user_message(self.store, user_id, session_id, view)
             picks = recall(self, self.live_records, user_id, session_id, query, event, view)
+            laps.lap("recall")
             with self.store.transaction():  # injection and exposure: one commit
                 prompt = inject(self, user_id, session_id, picks, event, view)
                 expose(self, user_id, session_id, picks.records, event)
+            laps.lap("inject")
             if picks.retrieval is not None or self.config.retrieval_policy == "per_turn":
                 self.last_retrieval = picks.retrieval
             self.last_prompt = prompt
             return PreparedTurn(user_id=user_id, session_id=session_id, prompt=prompt, event=event,
                                 retrieval=picks.retrieval, user_message_id=query.id if query else None,
-                                question=query.content if query else None)
+                                question=query.content if query else None, stages=laps.ms)
 
     def reinforce_used(self, prepared: PreparedTurn, reply: str) -> list[int]:
         """Step 6 after the reply: strengthen the injected records the reply used (once per session)."""

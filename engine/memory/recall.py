@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from engine.core.config import MemoryConfig
+from engine.core.laps import Laps
 from engine.core.records import MemoryRecord, Message, ScoreRow
 from engine.memory.candidates import record_tokens
 from engine.memory.context import EngineContext
@@ -51,11 +52,13 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
              event_no: int | None = None, pending: Sequence[Message] | None = None) -> Retrieval:
     """Tri-path retrieval and forgetting-curve ranking inside the user's partition. `pending`:
     the session's pending messages when the caller (a turn) has read them already."""
-    cfg, store = config, ctx.store
+    cfg, store, laps = config, ctx.store, Laps()
     parsed = parse_query(ctx, query, speaker=speaker, now=now)
+    laps.lap("parse")
     qvec = ctx.embedder.embed_query(parsed.text) if ("dense" in cfg.paths or "message" in cfg.paths) else None
     if qvec is not None and cfg.unnamed_query > 0:
         qvec = unnamed_vector(ctx.embedder, parsed.text, qvec, cfg.unnamed_query)
+    laps.lap("embed")
     # a floor seat needs relevance R >= min_relevance, and a record no path found has R = 0 unless
     # the dimension path credits it: floor records join as the dimension path's pool (kept when it
     # credits them), or as candidates outright when seats need no relevance; safety records hold
@@ -70,8 +73,9 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     safety.update({r.id: r for r in store.records(user_id, tags_any=["pinned"], limit=cfg.candidate_k,
                                                   newest_first=True)})
     outright = sorted({**safety, **floor}) if cfg.min_relevance <= 0 else sorted(safety)
+    laps.lap("floors")
     results = gather(store, user_id=user_id, query=parsed, query_vector=qvec, config=cfg, extra_ids=outright,
-                     known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths)
+                     known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths, laps=laps)
     if cfg.message_candidates > 0 and qvec is not None:
         results = with_message_candidates(store, user_id, results, qvec, embedder=ctx.embedder, config=cfg)
     if "message" in cfg.paths and cfg.path_weights.get("message", 0) > 0:
@@ -79,6 +83,8 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
                                                           embedder=ctx.embedder,
                                                           neighbours={-1: cfg.message_prev_weight,
                                                                       1: cfg.message_next_weight}))
+    if cfg.message_candidates > 0 or "message" in cfg.paths:
+        laps.lap("message")
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
     counter = ctx.counter
     cands = candidate_set(results, R, now=now, count_tokens=lambda r: record_tokens(counter, r))
@@ -86,14 +92,17 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
         cands = cands.with_vectors(store.vectors(user_id, cands.ids))
     theme = _dominant_theme(results, R)
     weights = weights_for(store, user_id, theme, default=cfg.weights, tuned=cfg.tune_weights)
+    laps.lap("candidates")
     excluded: dict[int, str] = {}
     if session_id and not cfg.include_history:
         excluded = held_back(ctx, live, user_id, session_id, results.records,
                              pending_messages(store, user_id, session_id) if pending is None else pending,
                              now=now, event_no=event_no)
+    laps.lap("held_back")
     ranking = rank(cands, config=cfg, weights=weights, excluded=excluded, aggregate=parsed.aggregate)
     picked = ranking.picked_ids
     replies = assistant_replies(store, user_id, [results.records[i] for i in picked]) if parsed.needs_assistant else {}
+    laps.lap("rank")
     event_id = None
     if log:
         logged = ranking.logged_rows(cfg.score_log_rows, excluded)
@@ -112,8 +121,9 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
             }, event_no=event_no)
             store.append_scores(ev.id, user_id, logged)
         event_id = ev.id
+        laps.lap("log")
     return Retrieval(query=parsed, ranking=ranking, records=results.records, picked=picked, weights=weights, at=now,
-                     event_id=event_id, assistant_replies=replies, excluded=excluded)
+                     event_id=event_id, assistant_replies=replies, excluded=excluded, stages=laps.ms)
 
 
 def logged_rows(rows: Sequence[ScoreRow], limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:

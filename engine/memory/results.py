@@ -68,6 +68,9 @@ class Retrieval:
     event_id: int | None = None
     assistant_replies: dict[int, str] = field(default_factory=dict)
     excluded: dict[int, str] = field(default_factory=dict)
+    #: wall milliseconds by stage (engine.core.laps): parse, embed, floors, bm25, dense, read, dim,
+    #: candidates (fusion, the candidate set, the weights), held_back, rank, log; not compared
+    stages: dict[str, float] = field(default_factory=dict, compare=False)
 
     @cached_property
     def rows(self) -> list[ScoreRow]:
@@ -107,6 +110,9 @@ class PreparedTurn:
     retrieval: Retrieval | None
     user_message_id: int | None
     question: str | None = None  # the user message's text (None: the turn had no user message)
+    #: wall milliseconds by step (engine.core.laps): compact, catch_up, window, gate or event, recall,
+    #: inject (with the exposure); not compared
+    stages: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def event_fired(self) -> bool:
@@ -129,6 +135,9 @@ class TurnResult:
     events: list[Event]
     user_message: Message
     reply_message: Message | None
+    #: wall milliseconds by step: observe, PreparedTurn.stages, chat, reply, reinforce (the
+    #: retrieval's own stages are `retrieval.stages`); not compared
+    stages: dict[str, float] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,7 @@ from datetime import datetime
 import numpy as np
 
 from engine.core.config import MemoryConfig
+from engine.core.laps import Laps
 from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.records import MemoryRecord, record_text
 from engine.core.timequery import time_window
@@ -72,22 +73,28 @@ def gather(
     paths: Sequence[str] = ("bm25", "dense", "dim"),
     known: Mapping[int, MemoryRecord] | None = None,
     dim_pool: Sequence[int] = (),
+    laps: Laps | None = None,
 ) -> PathResults:
     """Run the active paths and collect candidates (current records only unless include_history).
 
     `extra_ids` are candidates whatever they score (safety records); `dim_pool` ids are scored by
     the dimension path and kept only when it credits them (floor records: without relevance they
-    cannot take a seat); `known`: records the caller already read, not read again."""
+    cannot take a seat); `known`: records the caller already read, not read again; `laps`: the
+    caller's stopwatch, given the stages "bm25", "dense", "read" and "dim" (the caller laps what
+    it had open before the call)."""
     k = config.candidate_k
     hist = config.include_history
+    lap = laps.lap if laps is not None else _no_lap
     bm25: dict[int, float] = {}
     dense: dict[int, float] = {}
     if "bm25" in paths:
         text = " ".join([query.text, *query.keywords])
         bm25 = {rid: float(s) for rid, s in store.search_bm25(user_id, text, k=k, include_invalid=hist,
                                                                      prefix=config.bm25_prefix)}
+    lap("bm25")
     if "dense" in paths and query_vector is not None:
         dense = {rid: float(s) for rid, s in store.search_dense(user_id, query_vector, k=k, include_invalid=hist)}
+    lap("dense")
     ids = list(dict.fromkeys([*bm25, *dense, *extra_ids]))
     records: dict[int, MemoryRecord] = {}
     dim: dict[int, float] = {}
@@ -109,6 +116,7 @@ def gather(
     records = {i: records[i] for i in sorted(records)}  # id order, as get_records returns them
     if not hist:
         records = {i: r for i, r in records.items() if r.is_current}
+    lap("read")
     if dim_active:
         scorer = DimensionScorer(query, config.dim_weights)
         may_credit = keyword_prefilter(scorer)
@@ -127,7 +135,12 @@ def gather(
         records.update({r.id: r for r in store.get_records(user_id, missing) if hist or r.is_current})
     bm25 = {i: s for i, s in bm25.items() if i in records}
     dense = {i: s for i, s in dense.items() if i in records}
+    lap("dim")
     return PathResults(bm25=bm25, dense=dense, dim=dim, records=records, dim_active=dim_active)
+
+
+def _no_lap(name: str) -> None:
+    """`Laps.lap` when nobody is timing."""
 
 
 def keyword_prefilter(scorer: DimensionScorer) -> Callable[[Sequence[MemoryRecord]], list[int]] | None:
