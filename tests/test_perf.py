@@ -67,15 +67,23 @@ def test_retrieval_is_timed_through_memory_engine_retrieve_as_a_turn_calls_it(mo
     original = MemoryEngine.retrieve
 
     def spy(self, user_id, query, **kw):
-        seen.append((user_id, kw.get("session_id"), kw.get("log")))
-        return original(self, user_id, query, **kw)
+        got = original(self, user_id, query, **kw)
+        seen.append((user_id, kw.get("session_id"), kw.get("log"), got))
+        return got
 
     monkeypatch.setattr(MemoryEngine, "retrieve", spy)
     result = run_perf(sizes=(120,), repeats=4, dim=16, k=8)
     row = result["sizes"]["120"]
     timed = [s for s in seen if s[0] == "bench-user"]
     assert len(timed) == 4 + 4 + 1  # warm-up (up to five), the timed queries, the first on a reopened store
-    assert all(session and log is True for _, session, log in timed)
+    assert all(session and log is True for _, session, log, _ in timed)
+    # the stages the engine timed for the timed queries (not the warm-ups), and their candidates
+    from engine.eval.perf.stages import stage_medians
+
+    measured = [got for *_, got in timed[4:8]]
+    assert row["stages_p50_ms"] == stage_medians([got.stages for got in measured])
+    assert {"parse", "embed", "bm25", "dense", "read", "dim", "rank", "log"} <= set(row["stages_p50_ms"])
+    assert row["candidates_p50"] == int(np.median([len(got.ranking.cands) for got in measured]))
     assert row["first_retrieve_ms"] > 0 and row["open_ms"] > 0 and row["rss_mb"] > 0
     assert row["keyword_4users_p50_ms"] > 0
     assert row["records_user"] == 120 and row["records_total"] > 120
@@ -183,3 +191,40 @@ def test_side_by_side_rounds_follow_the_session_and_are_summarised_apart():
     lines = _session_lines(summary)
     assert any(line.startswith("side by side, 13 rounds after the session") and "turns 13-25" in line for line in lines)
     assert any(line.startswith(f"  history x{sbs['history_ratio']:.2f}") for line in lines)
+
+
+def test_side_by_side_reports_what_the_memory_costs_stage_by_stage():
+    """Each group's ordinary turns give stage medians (the turn's steps and its retrieval's stages),
+    and the memory's cost by stage is the same user's medians minus the new user's, largest first."""
+    from engine.eval.perf.report import _session_lines
+    from engine.eval.perf.stages import stage_gaps, stage_medians
+
+    samples = run_session(turns=12, dim=16, seed=3, side_by_side=13)
+    ordinary = [s for s in samples if s.group == "same-user" and not s.event]
+    assert all({"observe", "recall", "inject", "chat", "recall/parse", "recall/rank"} <= set(s.stages) for s in ordinary)
+    sbs = summarize_session(samples, marks=(10,))["side_by_side"]
+    groups = sbs["groups"]
+    assert groups["same-user"]["stages_p50_ms"] == stage_medians([s.stages for s in ordinary])
+    gaps = sbs["memory_by_stage_ms"]
+    assert gaps == stage_gaps(groups["same-user"]["stages_p50_ms"], groups["new-user"]["stages_p50_ms"])
+    assert list(gaps.values()) == sorted(gaps.values(), reverse=True)
+    assert any(line.startswith("  memory by stage (same user - new user, p50 ms): ") for line in _session_lines(
+        summarize_session(samples, marks=(10,))))
+
+
+def test_stage_medians_count_a_missing_stage_as_nothing_and_gaps_subtract_them():
+    from engine.eval.perf.stages import format_stages, stage_gaps, stage_medians, turn_stages
+
+    med = stage_medians([{"a": 1.0, "b": 4.0}, {"a": 3.0}, {"a": 2.0, "c": 9.0}])
+    assert med == {"a": 2.0, "b": 0.0, "c": 0.0} and list(med) == ["a", "b", "c"]
+    gaps = stage_gaps({"a": 2.0, "b": 1.0}, {"a": 0.5, "c": 0.25})
+    assert gaps == {"a": 1.5, "b": 1.0, "c": -0.25} and list(gaps) == ["a", "b", "c"]
+    assert format_stages(gaps, top=2, signed=True) == "a +1.50, b +1.00" and format_stages({}) == "-"
+
+    class Turn:
+        stages = {"observe": 0.1}
+
+        class retrieval:
+            stages = {"bm25": 0.2}
+
+    assert turn_stages(Turn()) == {"observe": 0.1, "recall/bm25": 0.2}

@@ -23,6 +23,7 @@ from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import DIM, STORE_FACTORIES
 from engine.eval.perf.retrieval import RECORD_VECTORS, bench_config, check_record_vectors, measure_size, scripted_turn_fn
 from engine.eval.perf.session import DEFAULT_MARKS, FRESH_TURNS, run_session, summarize_session
+from engine.eval.perf.stages import format_stages
 from engine.eval.runinfo import git_commit, machine, package_versions, sqlite_versions
 
 __all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"]
@@ -106,6 +107,11 @@ def _retrieval_lines(result: dict[str, Any]) -> list[str]:
                          f"{_fmt(row['bytes_per_record'], '.0f'):>8}{row['dense_recall_at_k']:>13.3f}"
                          f"{_fmt(row.get('open_ms')):>9}{_fmt(row.get('first_retrieve_ms')):>11}"
                          f"{_fmt(row.get('rss_mb'), '.0f'):>8}")
+    for name, data in result["stores"].items():
+        for n, row in data["sizes"].items():
+            if row.get("stages_p50_ms"):
+                lines.append(f"  {name} N={n}, {_fmt(row.get('candidates_p50'), 'd')} candidates, stages p50 ms: "
+                             + format_stages(row["stages_p50_ms"]))
     return lines
 
 
@@ -148,6 +154,9 @@ def _session_lines(session: dict[str, Any]) -> list[str]:
         lines.append(f"  history x{_fmt(beside['history_ratio'], '.2f')} (long session / new session, same memory), "
                      f"memory x{_fmt(beside['memory_ratio'], '.2f')} (same user / new user), "
                      f"long session / a user's first turns x{_fmt(beside['long_vs_first_turns'], '.2f')}")
+        if beside.get("memory_by_stage_ms"):
+            lines.append("  memory by stage (same user - new user, p50 ms): "
+                         + format_stages(beside["memory_by_stage_ms"], top=12, signed=True))
     return lines
 
 

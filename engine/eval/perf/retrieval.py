@@ -24,6 +24,7 @@ from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, STORE_FACTORIES, bulk_loading, synthetic_corpus
+from engine.eval.perf.stages import stage_medians
 from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings, embed_texts
@@ -131,15 +132,18 @@ def checkpoint(store: Any) -> None:
         store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def _time_retrievals(engine: MemoryEngine, texts: list[str]) -> list[float]:
+def _time_retrievals(engine: MemoryEngine, texts: list[str]) -> tuple[list[float], list[dict[str, float]], list[int]]:
+    """Each timed retrieval's seconds, its stages (`Retrieval.stages`) and its candidates."""
     for text in texts[:WARMUP]:  # warm the caches
         engine.retrieve(USER, text, session_id=SESSION, log=True)
-    lat = []
+    lat, stages, cands = [], [], []
     for text in texts:
         t0 = time.perf_counter()
-        engine.retrieve(USER, text, session_id=SESSION, log=True)
+        got = engine.retrieve(USER, text, session_id=SESSION, log=True)
         lat.append(time.perf_counter() - t0)
-    return lat
+        stages.append(got.stages)
+        cands.append(len(got.ranking.cands))
+    return lat, stages, cands
 
 
 def common_word(corpus: synthetic_corpus) -> str:
@@ -238,7 +242,7 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
             texts = [corpus.sentence(3, 6) for _ in range(queries)]
             recall = _dense_recall(store, corpus, main, corpus.rng.integers(0, n, size=queries), config.candidate_k)
             engine = MemoryEngine(config, store=store, clock=VirtualClock(BENCH_NOW), embedder=HashEmbeddings(dim))
-            lat = _time_retrievals(engine, texts)
+            lat, stages, cands = _time_retrievals(engine, texts)
             turn = None
             if turn_fn is not None:
                 tl = []
@@ -261,6 +265,8 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
         "records_total": int(total),
         "retrieve_p50_ms": percentile_ms(lat, 50),
         "retrieve_p95_ms": percentile_ms(lat, 95),
+        "stages_p50_ms": stage_medians(stages),
+        "candidates_p50": int(np.median(cands)),
         "turn_p50_ms": turn,
         "ingest_per_s": round(done / t_ingest, 1) if t_ingest else None,
         "bytes_per_record": None if size is None else round(size / max(1, total), 1),

@@ -29,7 +29,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +37,7 @@ from engine.core.clock import VirtualClock
 from engine.core.config import MemoryConfig
 from engine.eval.perf.corpus import BENCH_NOW
 from engine.eval.perf.counting import CountingStore
+from engine.eval.perf.stages import stage_gaps, stage_medians, turn_stages
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings
 from engine.stores.sqlite import SQLiteStore
@@ -97,6 +98,7 @@ class TurnSample:
     reads: dict[str, int]  # rows per read method
     db: dict[str, int] | None = None  # the database at this turn (measured at the report's marks only)
     group: str = "session"  # "session", or a side-by-side group (SIDE_BY_SIDE_GROUPS)
+    stages: dict[str, float] = field(default_factory=dict)  # the turn's steps and retrieval stages, ms (stages.turn_stages)
 
 
 def measure_db(path: str) -> dict[str, int]:
@@ -140,7 +142,7 @@ def run_session(*, turns: int = 1000, config: MemoryConfig | None = None, seed: 
                 samples.append(TurnSample(n=n, seconds=seconds, event=bool(result.event_fired),
                                           rows_read=store.rows_read(), reads=store.reads_by_method(),
                                           db=measure_db(path) if n in at_marks and group == "session" else None,
-                                          group=group))
+                                          group=group, stages=turn_stages(result)))
                 clock.advance(timedelta(seconds=steps.uniform(*STEP_SECONDS)))
 
             for n in range(1, turns + 1):
@@ -231,7 +233,8 @@ def _side_by_side(samples: Sequence[TurnSample]) -> dict[str, Any]:
         mine = [s for s in samples if s.group == g]
         ordinary = [s.seconds for s in mine if not s.event]
         groups[g] = {"turns": [min(s.n for s in mine), max(s.n for s in mine)] if mine else None,
-                     "ordinary_turns": len(ordinary), "ordinary_p50_ms": _ms(ordinary)}
+                     "ordinary_turns": len(ordinary), "ordinary_p50_ms": _ms(ordinary),
+                     "stages_p50_ms": stage_medians([s.stages for s in mine if not s.event])}
 
     def ratio(a: str, b: str) -> float | None:
         x, y = groups[a]["ordinary_p50_ms"], groups[b]["ordinary_p50_ms"]
@@ -241,4 +244,5 @@ def _side_by_side(samples: Sequence[TurnSample]) -> dict[str, Any]:
                     f"of a new user (turns 1-{FRESH_TURNS} of each new session and user), one after another",
             "rounds": max((sum(1 for s in samples if s.group == g) for g in SIDE_BY_SIDE_GROUPS), default=0),
             "groups": groups, "history_ratio": ratio("long", "same-user"),
-            "memory_ratio": ratio("same-user", "new-user"), "long_vs_first_turns": ratio("long", "new-user")}
+            "memory_ratio": ratio("same-user", "new-user"), "long_vs_first_turns": ratio("long", "new-user"),
+            "memory_by_stage_ms": stage_gaps(groups["same-user"]["stages_p50_ms"], groups["new-user"]["stages_p50_ms"])}
