@@ -111,6 +111,16 @@ def age(seconds: float) -> str:
     return format_seconds(max(0.0, seconds))
 
 
+def stage_times(stages: dict[str, float], *, top: int = 4) -> str:
+    """ "4.2 ms (dim 1.1, bm25 0.9, dense 0.7, …)": a measurement's total and its largest stages
+    (engine.core.laps; wall time on this machine, so it varies from run to run)."""
+    if not stages:
+        return "-"
+    big = sorted(stages.items(), key=lambda kv: -kv[1])[:top]
+    more = ", …" if len(stages) > top else ""
+    return f"{sum(stages.values()):.1f} ms ({', '.join(f'{k} {v:.1f}' for k, v in big)}{more})"
+
+
 def sidebar_status(lab: LabSession) -> None:
     """Model mode, virtual now, user and session: visible on every page."""
     with st.sidebar:

@@ -121,6 +121,8 @@ def test_chatting_logs_events_and_fast_forward_matures_messages():
 
     _say(at, "Where do I live?")
     assert lab.last_turn.event_fired
+    timing = [c.value for c in at.caption if c.value.startswith("Time on this machine: memory steps ")]
+    assert timing and " ms (" in timing[0] and "event" in timing[0] and "· retrieval " in timing[0]
     assert lab.engine.store.count_records("alice") > 0
     assert "- extracted " in "\n".join(m.value for m in at.markdown)
 
@@ -214,6 +216,7 @@ def test_scoring_a_typed_query_logs_nothing(chatted):
     at.button(key="FormSubmitter:sc_query-Score").click().run()
     _ok(at)
     assert any("window seats" in c.value for c in at.caption)
+    assert any(" candidates scored in " in c.value and " ms (" in c.value for c in at.caption)
     assert len(lab.engine.store.events()) == n_events
 
 

@@ -128,6 +128,10 @@ with chat_col:
         picked = len(last.retrieval.picked) if last.retrieval else 0
         st.caption(f"Last turn: {fired} · {picked} record(s) injected · prompt {last.prompt.total_tokens} tokens "
                    "(see *What the model saw*)")
+        memory = {k: v for k, v in last.stages.items() if k != "chat"}
+        st.caption(f"Time on this machine: memory steps {ui.stage_times(memory)}"
+                   + (f" · retrieval {ui.stage_times(last.retrieval.stages)}" if last.retrieval else "")
+                   + f" · model call {last.stages.get('chat', 0.0):.1f} ms")
 
 with side_col:
     with st.container(border=True):

@@ -58,6 +58,7 @@ st.caption(f"Query “{retrieval.query.text}” at {retrieval.at:%Y-%m-%d %H:%M}
            f"keywords {retrieval.query.keywords} · "
            f"weights in use α {base_w.alpha:.2f} β {base_w.beta:.2f} γ {base_w.gamma:.2f} δ {base_w.delta:.2f} "
            "(tuned for the theme when tuning is on)")
+st.caption(f"{len(retrieval.rows)} candidates scored in {ui.stage_times(retrieval.stages)} on this machine")
 
 # -- what-if knobs ---------------------------------------------------------------------------
 defaults = {"wi_alpha": base_w.alpha, "wi_beta": base_w.beta, "wi_gamma": base_w.gamma, "wi_delta": base_w.delta,
