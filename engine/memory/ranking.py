@@ -119,11 +119,7 @@ class Ranking:
 
     def row(self, pos: int) -> ScoreRow:
         got = self.built.get(pos)
-        if got is None:
-            i = self.order[pos]
-            got = self.built[pos] = _row(self.cands, i, pos, self.scores, self.weights, self.verdicts[pos],
-                                         self.why.get(i, "top-K"))
-        return got
+        return got if got is not None else self._rows_at([pos])[0]
 
     def rows(self) -> list[ScoreRow]:
         return self._rows_at(range(len(self.order)))
