@@ -308,10 +308,10 @@ class VectorPartition:
         mapped) coarse to fine (the max(coarse_min, coarse_factor·k, n / COARSE_FRACTION) nearest by the Hamming distance of
         sign bits, with every vector tied with the last of them, rescored exactly on the floats). A coarse
         pool that would hold every vector is exact, and so is the search of a sparse partition of at
-        least `COLUMNS_MIN` rows, over the question's non-zero columns (`_sparse_dots`): on the
-        column-major copy once it is in and `columns` (the caller's memory budget allows a second
-        copy of the floats), else on the same columns gathered from the rows, so the scores are the
-        same to the last bit either way."""
+        least `COLUMNS_MIN` rows whose second copy of the floats the caller's memory budget allows
+        (`columns`, fixed by the partition's size), over the question's non-zero columns
+        (`_sparse_dots`): on the column-major copy once it is in, on the same columns gathered from
+        the rows until then, so the scores are the same to the last bit either way."""
         n = self.n
         if n == 0:
             return []
@@ -322,8 +322,8 @@ class VectorPartition:
             if self.mapped and self.q8_ready(wait=False):
                 return self._q8_search(q, k, include_invalid)
         qn = float(np.linalg.norm(q))
-        by_columns = not self.mapped and n >= COLUMNS_MIN and self.sparse
-        scores = (self._sparse_dots(q, columns) if by_columns else self._dots(q)) * self.inv_norm[:n]
+        by_columns = columns and not self.mapped and n >= COLUMNS_MIN and self.sparse
+        scores = (self._sparse_dots(q) if by_columns else self._dots(q)) * self.inv_norm[:n]
         scores *= np.float32(1.0 / qn) if qn > 0 else np.float32(0.0)
         eligible = n
         if not include_invalid:
@@ -341,7 +341,7 @@ class VectorPartition:
             return np.einsum("ij,j->i", self.mat[: self.n], q)
         return np.concatenate([np.einsum("ij,j->i", c, q) for c in self.float_chunks()])
 
-    def _sparse_dots(self, q: np.ndarray, columns: bool = True) -> np.ndarray:
+    def _sparse_dots(self, q: np.ndarray) -> np.ndarray:
         """Every row's dot product with `q`, from the columns where `q` is not 0 only: exactly the
         same sum (the other terms are 0), read from the column-major copy (`columns_ready`). A
         feature-hashed question is ~90 % zeros, so this reads ~1/10 of the floats: at 10k
@@ -349,15 +349,16 @@ class VectorPartition:
         and with the caches flushed), the same top 50. A question with non-zero entries in most
         columns reads them all.
 
-        Until the copy is in (it is made in a thread after opening), or when `columns` is off, the
-        same columns are gathered from the rows into the same layout and summed by the same call
-        (~2x the whole matrix's time: 1.4 against 0.76 ms at 10k), so a search's scores never
-        depend on how far that thread got: summing all 384 columns instead changed scores in the
-        last bits (the 6th decimal of a logged score) and could reorder near ties after a restart."""
+        Until the copy is in (it is made in a thread after opening), the same columns are gathered
+        from the rows into the same layout and summed by the same call (~2x the whole matrix's
+        time: 1.4 against 0.76 ms at 10k, for the few searches meanwhile), so a search's scores
+        never depend on how far that thread got: summing all 384 columns instead changed scores in
+        the last bits (the 6th decimal of a logged score) and could reorder near ties after a
+        restart. (A partition too large for the copy always sums the whole matrix.)"""
         nz = np.flatnonzero(q)
         if 2 * len(nz) > len(q):
             return self._dots(q)
-        if columns and self.columns_ready(wait=False):
+        if self.columns_ready(wait=False):
             block = self._cols[nz, : self.n]
         else:
             block = np.ascontiguousarray(self.mat[: self.n, nz].T)
