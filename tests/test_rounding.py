@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from engine.core.clock import VirtualClock
 from engine.core.rounding import rounded
 from engine.memory.engine import MemoryEngine
-from engine.memory.ranking import _row
+from engine.core.records import ScoreRow
 from engine.roles.embeddings import HashEmbeddings
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -32,10 +32,23 @@ def test_batched_score_rows_are_the_rows_built_one_by_one():
     got = engine.retrieve("ana", "oolong tea in Lisbon", session_id="s", log=True)
     rk = got.ranking
     assert len(rk.order) > 1
-    one_by_one = [_row(rk.cands, i, pos, rk.scores, rk.weights, rk.verdicts[pos], rk.why.get(i, "top-K"))
-                  for pos, i in enumerate(rk.order)]
+    one_by_one = [_row_by_round(rk, pos) for pos in range(len(rk.order))]
     assert got.rows == one_by_one
     assert engine.store.scores(got.event_id) == [r for r in one_by_one if r in engine.store.scores(got.event_id)]
+
+
+def _row_by_round(rk, pos: int) -> ScoreRow:
+    """A ranking's row at `pos` built alone, every number through `round` (as rows were built before
+    the batch)."""
+    cands, s, w, i = rk.cands, rk.scores, rk.weights, rk.order[pos]
+    R, T, F = float(s.R[i]), float(s.T[i]), float(s.F[i])
+    return ScoreRow(record_id=cands.ids[i], ranks=cands.ranks(i),
+                    path_scores={k: round(float(v), 6) for k, v in cands.path_scores(i).items()},
+                    R=round(R, 6), T=round(T, 6), F=round(F, 6),
+                    parts={"alpha_R": round(w.alpha * R, 6), "beta_T": round(w.beta * T, 6),
+                           "gamma_F": round(w.gamma * F, 6), "delta": round(float(w.delta), 6)},
+                    S=round(float(s.S[i]), 6), verdict=rk.verdicts[pos], why=rk.why.get(i, "top-K"),
+                    tokens=cands.tokens[i], position=pos)
 
 
 def _same(a: float, b: float) -> bool:
