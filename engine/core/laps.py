@@ -33,8 +33,7 @@ class Laps:
         """Charge nothing for the time since the last lap (work measured elsewhere, or not at all)."""
         self._t = perf_counter()
 
-    def add(self, other: dict[str, float], prefix: str = "") -> None:
-        """Fold another measurement's stages in (each name given `prefix`), as measured there."""
+    def add(self, other: dict[str, float]) -> None:
+        """Fold another measurement's stages in, as measured there."""
         for name, ms in other.items():
-            key = prefix + name
-            self.ms[key] = self.ms.get(key, 0.0) + ms
+            self.ms[name] = self.ms.get(name, 0.0) + ms

@@ -78,12 +78,12 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
                      known={**floor, **safety}, dim_pool=sorted(floor), paths=cfg.paths, laps=laps)
     if cfg.message_candidates > 0 and qvec is not None:
         results = with_message_candidates(store, user_id, results, qvec, embedder=ctx.embedder, config=cfg)
+        laps.lap("message")
     if "message" in cfg.paths and cfg.path_weights.get("message", 0) > 0:
         results = replace(results, message=message_scores(store, user_id, results.records, qvec,
                                                           embedder=ctx.embedder,
                                                           neighbours={-1: cfg.message_prev_weight,
                                                                       1: cfg.message_next_weight}))
-    if cfg.message_candidates > 0 or "message" in cfg.paths:
         laps.lap("message")
     R = fuse(results, path_weights=cfg.path_weights, mode=cfg.fusion)
     counter = ctx.counter

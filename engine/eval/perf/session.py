@@ -231,10 +231,10 @@ def _side_by_side(samples: Sequence[TurnSample]) -> dict[str, Any]:
     groups: dict[str, Any] = {}
     for g in SIDE_BY_SIDE_GROUPS:
         mine = [s for s in samples if s.group == g]
-        ordinary = [s.seconds for s in mine if not s.event]
+        ordinary = [s for s in mine if not s.event]
         groups[g] = {"turns": [min(s.n for s in mine), max(s.n for s in mine)] if mine else None,
-                     "ordinary_turns": len(ordinary), "ordinary_p50_ms": _ms(ordinary),
-                     "stages_p50_ms": stage_medians([s.stages for s in mine if not s.event])}
+                     "ordinary_turns": len(ordinary), "ordinary_p50_ms": _ms([s.seconds for s in ordinary]),
+                     "stages_p50_ms": stage_medians([s.stages for s in ordinary])}
 
     def ratio(a: str, b: str) -> float | None:
         x, y = groups[a]["ordinary_p50_ms"], groups[b]["ordinary_p50_ms"]
