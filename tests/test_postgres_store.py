@@ -210,7 +210,7 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
     schema = new_schema()
     first = PostgresStore(pg_dsn, dim=8, schema=schema)
     try:
-        assert first.schema_version == MIGRATIONS[-1].version == 5
+        assert first.schema_version == MIGRATIONS[-1].version == 6
         first.add_records([rec("u", "green tea")], unit(np.random.default_rng(0), 1, 8))
         first.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -218,13 +218,13 @@ def test_migrations_are_versioned_and_resume(pg_dsn):
             conn.execute("DROP INDEX records_embedding; DROP INDEX records_tsv")
             conn.execute("DELETE FROM schema_version WHERE version = 2")
         again = PostgresStore(pg_dsn, dim=8, schema=schema)  # resumes at migration 2, keeps the data
-        assert again.schema_version == 5 and again.count_records("u") == 1
+        assert again.schema_version == 6 and again.count_records("u") == 1
         assert [i for i, _ in again.search_bm25("u", "tea", k=3)]
         with psycopg.connect(pg_dsn) as conn:
             names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,))}
             applied = [r[0] for r in conn.execute(
                 sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(sql.Identifier(schema)))]
-        assert {"records_embedding", "records_tsv"} <= names and applied == [1, 2, 3, 4, 5]
+        assert {"records_embedding", "records_tsv"} <= names and applied == [1, 2, 3, 4, 5, 6]
         again.close()
         with pytest.raises(ConfigError, match="dim=16"):
             PostgresStore(pg_dsn, dim=16, schema=schema)

@@ -20,6 +20,7 @@ from engine.core.config import MemoryConfig, Weights
 from engine.core.forgetting import decay, importance, score
 from engine.core.records import ScoreRow
 from engine.core.rounding import rounded
+from engine.core.scorelog import ScoreColumns
 from engine.memory.candidates import Candidate, CandidateSet
 
 __all__ = ["Candidate", "CandidateSet", "Ranking", "diverse_order", "rank", "rank_candidates", "sensitivity",
@@ -128,14 +129,14 @@ class Ranking:
             self.built.update(zip(todo, _rows(self, todo), strict=True))
         return [self.built[pos] for pos in positions]
 
-    def logged_rows(self, limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:
-        """The rows a retrieval stores: every row that was seated or held back, and, of the best
-        `limit` by S, every one that could have taken a seat but only the best `UNEARNED_LOGGED` of
-        those below the relevance or score bar (they are the bulk of a long session's candidates
-        and no seat could go to them); `limit` 0 keeps them all."""
+    def logged_positions(self, limit: int, excluded: Mapping[int, str] | None = None) -> list[int]:
+        """The positions of the rows a retrieval stores: every row that was seated or held back,
+        and, of the best `limit` by S, every one that could have taken a seat but only the best
+        `UNEARNED_LOGGED` of those below the relevance or score bar (they are the bulk of a long
+        session's candidates and no seat could go to them); `limit` 0 keeps them all."""
         n = len(self.order)
         if limit <= 0 or n <= limit:
-            return self.rows()
+            return list(range(n))
         held, ids, why, order = excluded or {}, self.cands.ids, self.why, self.order
         out: list[int] = []
         unearned = 0
@@ -149,7 +150,16 @@ class Ranking:
                     if unearned > UNEARNED_LOGGED:
                         continue
                 out.append(pos)
-        return self._rows_at(out)
+        return out
+
+    def logged_rows(self, limit: int, excluded: Mapping[int, str] | None = None) -> list[ScoreRow]:
+        """The rows a retrieval stores (`logged_positions`), as row objects."""
+        return self._rows_at(self.logged_positions(limit, excluded))
+
+    def logged_columns(self, limit: int, excluded: Mapping[int, str] | None = None) -> ScoreColumns:
+        """The same rows as columns (what the log writes: one entry, no row objects), built from the
+        ranking's arrays; `ScoreColumns` reads back exactly `logged_rows`."""
+        return _columns(self, self.logged_positions(limit, excluded))
 
 
 def _scores(cands: CandidateSet, *, config: MemoryConfig, weights: Weights) -> _Scores:
@@ -309,6 +319,30 @@ def _verdicts(ids: Sequence[int], order: Sequence[int], seats: _Seats, excluded:
         else:
             out.append("near-miss" if pos <= near else "dropped")
     return out
+
+
+def _columns(ranking: Ranking, positions: Sequence[int]) -> ScoreColumns:
+    """`_rows` as columns: the same values, rounded in one `rounded` call, without a row object or a
+    dict per row (Candidate objects given: their rows, as columns)."""
+    cands, s, w, order = ranking.cands, ranking.scores, ranking.weights, ranking.order
+    if cands.given is not None:
+        return ScoreColumns.of(ranking._rows_at(positions))
+    idx = [order[pos] for pos in positions]
+    ids = [cands.ids[i] for i in idx]
+    m = len(idx)
+    scored = {p: [float(got.get(rid, 0.0)) for rid in ids] for p, got in cands.scores_by_path.items()}
+    R, T, F = s.R[idx], s.T[idx], s.F[idx]
+    flat = rounded(np.concatenate([R, T, F, s.S[idx], w.alpha * R, w.beta * T, w.gamma * F,
+                                   *(np.asarray(v, dtype=float) for v in scored.values())])) if m else []
+    cols = [flat[c * m:(c + 1) * m] for c in range(7 + len(scored))]
+    tokens = cands.tokens
+    return ScoreColumns(record_id=ids, ranks={p: [got.get(rid) for rid in ids] for p, got in cands.ranks_by_path.items()},
+                        path_scores=dict(zip(scored, cols[7:], strict=True)), R=cols[0], T=cols[1], F=cols[2],
+                        parts={"alpha_R": cols[4], "beta_T": cols[5], "gamma_F": cols[6],
+                               "delta": [round(float(w.delta), 6)] * m},
+                        S=cols[3], verdict=[ranking.verdicts[pos] for pos in positions],
+                        why=[ranking.why.get(i, "top-K") for i in idx], tokens=[tokens[i] for i in idx],
+                        position=list(positions))
 
 
 def _rows(ranking: Ranking, positions: Sequence[int]) -> list[ScoreRow]:

@@ -105,7 +105,7 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     laps.lap("rank")
     event_id = None
     if log:
-        logged = ranking.logged_rows(cfg.score_log_rows, excluded)
+        logged = ranking.logged_columns(cfg.score_log_rows, excluded)  # one log entry, no row objects
         with store.transaction():  # the retrieval's event and its score rows: one commit
             ev = ctx.log(user_id, session_id or "", "retrieve", {
                 "query": parsed.model_dump(mode="json"),

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ConfigError, MemlabError
+from engine.core.scorelog import BATCH_RECORD_ID, ScoreColumns
 from engine.stores.check_content import check_content
+from engine.stores.dialect import from_json
 from engine.stores.sqlite import SQLiteStore, sqlite_module
 
 __all__ = ["check_main", "check_store", "summary"]
@@ -218,8 +220,19 @@ def _check_scores(q: Callable[..., list], t: _Tables) -> list[str]:
             bad_scores[(uid, f"record {record_id} of user {t.rec_owner[record_id]!r}")] += 1
         if event_owner.get(event_id) not in (None, uid):
             bad_scores[(uid, f"event {event_id} of user {event_owner[event_id]!r}")] += 1
-    return [f"cross-user reference: {n} scoring row(s) of user {uid!r} point at {what}"
-            for (uid, what), n in sorted(bad_scores.items())]
+    problems = []
+    # a retrieval's rows stored as one batch entry (engine.core.scorelog): each of its record ids
+    for sid, uid, text in q("SELECT id, user_id, row FROM scores WHERE record_id = ?", (BATCH_RECORD_ID,)):
+        try:
+            ids = ScoreColumns.from_json_obj(from_json(text)).record_id
+        except ValueError:
+            problems.append(f"score entry {sid} of user {uid!r}: unreadable batch of score rows")
+            continue
+        for rid in ids:
+            if t.rec_owner.get(rid) not in (None, uid):
+                bad_scores[(uid, f"record {rid} of user {t.rec_owner[rid]!r}")] += 1
+    return problems + [f"cross-user reference: {n} scoring row(s) of user {uid!r} point at {what}"
+                       for (uid, what), n in sorted(bad_scores.items())]
 
 
 def _check_extract_events(q: Callable[..., list], t: _Tables) -> list[str]:

@@ -31,6 +31,7 @@ from engine.core.records import (
     ScoreRow,
     UserProfile,
 )
+from engine.core.scorelog import BATCH_RECORD_ID, ScoreColumns, score_rows
 from engine.stores.dialect import Dialect, from_json, to_json
 
 __all__ = ["COUNTED_TABLES", "USER_TABLES", "SharedSQL", "check_vector"]
@@ -342,17 +343,19 @@ class SharedSQL:
         return where, args
 
     def append_scores(self, event_id: int, user_id: str, rows: Sequence[ScoreRow]) -> None:
+        if isinstance(rows, ScoreColumns):  # a retrieval's rows as columns: one entry (engine.core.scorelog)
+            params = [(int(event_id), user_id, BATCH_RECORD_ID, to_json(rows.to_json_obj()))] if len(rows) else []
+        else:
+            params = [(int(event_id), user_id, int(r.record_id), to_json(r.to_dict())) for r in rows]
+        if not params:
+            return
         with self._write() as conn:
-            self._run_many(
-                conn,
-                "INSERT INTO scores (event_id, user_id, record_id, row) VALUES (?, ?, ?, ?)",
-                [(int(event_id), user_id, int(r.record_id), to_json(r.to_dict())) for r in rows],
-            )
+            self._run_many(conn, "INSERT INTO scores (event_id, user_id, record_id, row) VALUES (?, ?, ?, ?)", params)
 
     def scores(self, event_id: int) -> list[ScoreRow]:
         with self._read() as conn:
             rows = self._run(conn, "SELECT row FROM scores WHERE event_id = ? ORDER BY id", (int(event_id),))
-            return [ScoreRow.from_dict(from_json(r[0])) for r in rows.fetchall()]
+            return score_rows([from_json(r[0]) for r in rows.fetchall()])
 
     def compact_log(
         self,
@@ -374,17 +377,34 @@ class SharedSQL:
                     (str(kind), to_json(dict(payload)), user_id, int(eid))).rowcount)
             if dropped:
                 ids = self.dialect.list_param(dropped)
-                out["scores_dropped"] += int(self._run(
-                    conn, f"DELETE FROM scores WHERE user_id = ? AND {self.dialect.in_list('event_id')}",
-                    (user_id, ids)).rowcount)
+                out["scores_dropped"] += self._drop_scores(conn, f"user_id = ? AND {self.dialect.in_list('event_id')}",
+                                                           (user_id, ids))
                 out["events_dropped"] += int(self._run(
                     conn, f"DELETE FROM events WHERE user_id = ? AND {self.dialect.in_list('id')}",
                     (user_id, ids)).rowcount)
             for eid, kept in sorted(keep_scores.items()):
-                out["scores_dropped"] += int(self._run(
-                    conn, f"DELETE FROM scores WHERE event_id = ? AND user_id = ? AND NOT {self.dialect.in_list('record_id')}",
-                    (int(eid), user_id, self.dialect.list_param(sorted({int(i) for i in kept})))).rowcount)
+                out["scores_dropped"] += self._drop_scores(conn, "event_id = ? AND user_id = ?", (int(eid), user_id),
+                                                           keep=sorted({int(i) for i in kept}))
         return out
+
+    def _drop_scores(self, conn: Any, where: str, params: tuple, *, keep: Sequence[int] = ()) -> int:
+        """DELETE the score rows `where` selects except those of the record ids `keep` (inside the
+        caller's transaction): a retrieval's batch entry keeps just those rows of it. Returns how
+        many score rows went, a batch's counted row by row."""
+        gone = 0
+        batches = self._run(conn, f"SELECT id, row FROM scores WHERE {where} AND record_id = ?",
+                            (*params, BATCH_RECORD_ID)).fetchall()
+        for sid, text in batches:
+            cols = ScoreColumns.from_json_obj(from_json(text))
+            left = cols.only(keep)
+            gone += len(cols) - len(left)
+            if not len(left):
+                self._run(conn, "DELETE FROM scores WHERE id = ?", (int(sid),))
+            elif len(left) < len(cols):
+                self._run(conn, "UPDATE scores SET row = ? WHERE id = ?", (to_json(left.to_json_obj()), int(sid)))
+        return gone + int(self._run(
+            conn, f"DELETE FROM scores WHERE {where} AND record_id <> ? AND NOT {self.dialect.in_list('record_id')}",
+            (*params, BATCH_RECORD_ID, self.dialect.list_param(list(keep)))).rowcount)
 
     # -- privacy and stats helpers ---------------------------------------------------------------------
 

@@ -103,13 +103,17 @@ class TurnSample:
 
 def measure_db(path: str) -> dict[str, int]:
     """The SQLite file's size in pages (WAL included: a fresh connection reads through it), its free
-    pages, and the rows of the log tables."""
+    pages, and the rows of the log tables (`scores`: score rows; `score_entries`: the table's rows)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         one = lambda q: int(conn.execute(q).fetchone()[0])  # noqa: E731
         page = one("PRAGMA page_size")
         return {"bytes": one("PRAGMA page_count") * page, "free_bytes": one("PRAGMA freelist_count") * page,
-                "events": one("SELECT count(*) FROM events"), "scores": one("SELECT count(*) FROM scores"),
+                "events": one("SELECT count(*) FROM events"),
+                # score rows (a retrieval's batch entry counts its rows, engine.core.scorelog) and entries
+                "scores": one("SELECT coalesce(sum(CASE WHEN record_id = 0 THEN json_extract(row, '$.columns') "
+                              "ELSE 1 END), 0) FROM scores"),
+                "score_entries": one("SELECT count(*) FROM scores"),
                 "messages": one("SELECT count(*) FROM messages"), "records": one("SELECT count(*) FROM records")}
     finally:
         conn.close()

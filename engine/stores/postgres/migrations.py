@@ -166,6 +166,16 @@ def _tag_index(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
     ], version=5)
 
 
+def _score_batches(cur: psycopg.Cursor, ctx: dict[str, Any]) -> None:
+    """Score entries may hold a whole retrieval's rows (engine.core.scorelog: `record_id` 0, the rows
+    as columns in one JSON object). The tables stay; the comments say so, and the version that a
+    memlab before this one would misread such an entry, so it refuses the schema instead."""
+    run_statements(cur.execute, [
+        "COMMENT ON TABLE scores IS 'score rows of retrievals: one row each, or a batch (record_id 0)'",
+        "COMMENT ON COLUMN scores.record_id IS 'the scored record; 0: row holds a retrieval''s rows as columns'",
+    ], version=6)
+
+
 #: Versioned migrations, applied in order; each runs once per schema, recorded in schema_version.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_tables),
@@ -173,6 +183,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=3, name="bounded reads (session heads, indexes)", apply=_bounded_reads),
     Migration(version=4, name="record said_at and lasting, profile value sources", apply=_said_at_and_sources),
     Migration(version=5, name="tag index (record_tags, kept by triggers)", apply=_tag_index),
+    Migration(version=6, name="a retrieval's score rows as one entry", apply=_score_batches),
 )
 SCHEMA_VERSION = check_sequence(MIGRATIONS)
 

@@ -278,6 +278,15 @@ def _scores_without_user_index(conn: Any, ctx: dict[str, Any]) -> None:
     ], version=9)
 
 
+def _score_batches(conn: Any, ctx: dict[str, Any]) -> None:
+    """Score entries may hold a whole retrieval's rows (engine.core.scorelog: `record_id` 0, the rows
+    as columns in one JSON object). The tables stay; `meta` says so, and the version that a memlab
+    before this one would misread such an entry, so it refuses the file instead."""
+    run_statements(_executor(conn), [
+        "INSERT OR REPLACE INTO meta(key, value) VALUES ('score_entries', 'a row each, or a batch: record_id 0')",
+    ], version=10)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="tables", apply=_initial),
     Migration(version=2, name="partition versions", apply=_partition_versions),
@@ -288,6 +297,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=7, name="record write counter (kept by triggers)", apply=_record_writes),
     Migration(version=8, name="full text kept in few segments (usermerge 2)", apply=_fts_usermerge),
     Migration(version=9, name="score rows without a user index", apply=_scores_without_user_index),
+    Migration(version=10, name="a retrieval's score rows as one entry", apply=_score_batches),
 )
 #: The schema this code writes; a file at a higher version is refused (a newer memlab wrote it).
 SCHEMA_VERSION = check_sequence(MIGRATIONS)
