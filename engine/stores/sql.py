@@ -40,6 +40,13 @@ __all__ = ["COUNTED_TABLES", "USER_TABLES", "SharedSQL", "check_vector"]
 USER_TABLES = (
     "messages", "session_heads", "records", "profiles", "profile_history", "cursors", "kv", "events", "scores",
 )
+#: Profiles already built, keyed by the user and the whole row they were built from (a row that
+#: reads back identical builds an identical profile, so this is never stale: every read still asks
+#: the database, only the parsing is saved; a turn reads its user's profile once or twice).
+#: Bounded: cleared when full (a plain dict: safe to share between threads).
+_PROFILES: dict[tuple, UserProfile] = {}
+_PROFILES_MAX = 1024
+
 #: Tables counted in stats() (the summary tables are derived, not counted).
 COUNTED_TABLES = ("messages", "records", "profiles", "profile_history", "cursors", "kv", "events", "scores")
 
@@ -205,9 +212,16 @@ class SharedSQL:
             ).fetchone()
         if row is None:
             return UserProfile(user_id=user_id)
-        return UserProfile.from_dict({"user_id": user_id, "fields": from_json(row[0]), "version": row[1],
-                                      "updated_at": self.dialect.decode_time(row[2], row[3]),
-                                      "sources": from_json(row[4] or "{}")})
+        key = (user_id, *row)
+        got = _PROFILES.get(key)
+        if got is None:
+            got = UserProfile.from_dict({"user_id": user_id, "fields": from_json(row[0]), "version": row[1],
+                                         "updated_at": self.dialect.decode_time(row[2], row[3]),
+                                         "sources": from_json(row[4] or "{}")})
+            if len(_PROFILES) >= _PROFILES_MAX:
+                _PROFILES.clear()
+            _PROFILES[key] = got
+        return got
 
     def save_profile(self, profile: UserProfile, history: ProfileHistoryEntry | None = None) -> None:
         if history is not None and history.user_id != profile.user_id:
