@@ -10,12 +10,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.core.config import MemoryConfig
-from engine.core.records import MemoryRecord, SourcePointer
+from engine.core.records import MemoryRecord, SourcePointer, TimeSpan
 from engine.core.tokens import ApproxTokenCounter
 from engine.memory.candidates import CandidateSet, LazyTokens, record_tokens
 from engine.memory.dimension import DimensionScorer
 from engine.memory.retrieval import keyword_prefilter
-from engine.roles.types import ParsedQuery
+from engine.roles.types import ParsedQuery, TimeConstraint
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 WORDS = ("tea ramen hiking leeds snowdon grandmother peanut allergy coffee paris bike piano Tea RAMEN "
@@ -54,6 +54,30 @@ def test_keyword_prefilter_skips_only_records_scored_zero(seed):
             if may is not None:  # one string for all records answers as each record alone
                 assert may([r]) == ([0] if j in kept else [])
     assert skipped > 0  # the test exercises the skip
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_questions_with_other_parts_score_as_if_every_record_were_scored_one_by_one(seed):
+    rng = random.Random(seed)
+    recs = _records(120, rng)
+    weights = MemoryConfig().dim_weights
+    span = TimeSpan(start=T0 - timedelta(days=3), end=T0, granularity="day", text="lately")
+    shortcut = 0
+    for _ in range(30):
+        kws = rng.sample([*WORDS, "hiking boots", "peanut allergy", "tea ramen", "run", "e", "zzz"], rng.randint(1, 3))
+        q = ParsedQuery(text=" ".join(kws), keywords=kws, location=rng.choice([None, "Leeds"]),
+                        target_types=rng.choice([[], ["fact"]]),
+                        time=rng.choice([None, TimeConstraint(op="around", start=span.start, end=span.end,
+                                                               granularity="day", text="lately")]))
+        scorer = DimensionScorer(q, weights)
+        if len(scorer.keys) <= 2:
+            continue
+        may = scorer.keyword_hits(recs)
+        shortcut += may is not None and len(may) < len(recs)
+        tokens, phrases = scorer._keyword_parts(recs)  # every record, one by one
+        assert scorer._keyword_columns(recs) == (tokens, phrases)
+        assert scorer.score_all(recs) == [scorer.score_all([r])[0] for r in recs]
+    assert shortcut > 0  # the test exercises the shortcut
 
 
 def test_keyword_prefilter_only_for_keyword_only_questions():

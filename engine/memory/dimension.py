@@ -52,7 +52,7 @@ class DimensionScorer:
     """`dimension_score` for one query, its side computed once; call it on each record."""
 
     __slots__ = ("query", "keys", "weights", "total_w", "types", "tags", "attributes", "answer_field", "location",
-                 "q_kw", "kw_tokens", "multi")
+                 "q_kw", "kw_tokens", "multi", "needles")
 
     def __init__(self, query: ParsedQuery, weights: Mapping[str, float]):
         self.query = query
@@ -69,6 +69,10 @@ class DimensionScorer:
         self.keys = keys
         self.weights = [weights.get(k, 0.0) for k in keys]
         self.total_w = sum(self.weights)
+        # what a record must hold as a substring to get keyword credit (`keyword_hits`); None: not
+        # decidable that way (no keywords, or one is not ASCII)
+        needles = tuple(dict.fromkeys([*self.kw_tokens, *self.q_kw]))
+        self.needles = needles if needles and all(n.isascii() and HAYSTACK_SEP not in n for n in needles) else None
 
     def __call__(self, record: MemoryRecord) -> float | None:
         return self.score_all((record,))[0]
@@ -114,7 +118,43 @@ class DimensionScorer:
             cols.extend(self._keyword_columns(records))
         return cols
 
+    def keyword_hits(self, records: Sequence[MemoryRecord]) -> list[int] | None:
+        """The indexes (ascending) of `records` that may get keyword credit; every other one scores
+        exactly 0 on both keyword parts. None when that cannot be told this way (`needles` is None).
+
+        On ASCII text every token of a record (and every keyword it states, and its lower-cased
+        content) is a substring of its lower-cased content + keywords + location, so a record holding
+        none of the question's keywords and keyword tokens as a substring there scores 0 on the token
+        and the phrase part. The records' texts are searched as one string (str.find per needle,
+        jumping to the next record after a hit), not record by record. A record whose text is not
+        ASCII (NFKC, curly apostrophes, segmentation) is always among them."""
+        needles = self.needles
+        if needles is None:
+            return None
+        hays, text, ends = joined_haystacks(records)
+        found = {j for j, h in enumerate(hays) if h is None}
+        for n in needles:
+            at = text.find(n)
+            while at >= 0:
+                j = bisect_right(ends, at)
+                found.add(j)
+                at = text.find(n, ends[j])
+        return sorted(found)
+
     def _keyword_columns(self, records: Sequence[MemoryRecord]) -> tuple[list[float], list[float]]:
+        """(share of the keyword tokens each record has, its phrase part): 0 and 0 for the records
+        `keyword_hits` leaves out, when the question has other parts too (a time constraint reads up
+        to 200 records, most without a keyword: they are not tokenised or scored one by one; a
+        keywords-only question's records were filtered so before the dimension path scored them)."""
+        may = self.keyword_hits(records) if len(self.keys) > 2 else None
+        if may is None or len(may) == len(records):
+            return self._keyword_parts(records)
+        tokens, phrases = [0.0] * len(records), [0.0] * len(records)
+        for j, t, p in zip(may, *self._keyword_parts([records[j] for j in may]), strict=True):
+            tokens[j], phrases[j] = t, p
+        return tokens, phrases
+
+    def _keyword_parts(self, records: Sequence[MemoryRecord]) -> tuple[list[float], list[float]]:
         """(share of the keyword tokens each record has, its phrase part).
 
         The phrase part: with multi-word (or CJK) keywords, the share of those the record lists as a

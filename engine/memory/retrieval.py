@@ -21,7 +21,6 @@ and keywords are what BM25 already finds.)
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,7 +33,7 @@ from engine.core.forgetting import relevance as set_relative_relevance
 from engine.core.records import MemoryRecord, record_text
 from engine.core.timequery import time_window
 from engine.memory.candidates import PATHS, Candidate, CandidateSet
-from engine.memory.dimension import HAYSTACK_SEP, DimensionScorer, dimension_score, has_constraint, joined_haystacks
+from engine.memory.dimension import DimensionScorer, dimension_score, has_constraint
 from engine.roles.types import ParsedQuery
 from engine.stores.base import Store
 
@@ -146,32 +145,11 @@ def _no_lap(name: str) -> None:
 def keyword_prefilter(scorer: DimensionScorer) -> Callable[[Sequence[MemoryRecord]], list[int]] | None:
     """For a keywords-only question (the common one), a cheap test over all the candidates at once
     that leaves out only records the dimension path scores exactly 0, so they need not be tokenised
-    and scored: it returns the indexes (ascending) of the records that may score.
-
-    On ASCII text every token of a record (and every keyword it states, and its lower-cased
-    content) is a substring of its lower-cased content + keywords + location, so a record holding
-    none of the question's keywords and keyword tokens as a substring there scores 0 on both the
-    token and the phrase part. The records' texts are searched as one string (str.find per needle,
-    jumping to the next record after a hit), not record by record. Non-ASCII text (NFKC, curly
-    apostrophes, segmentation) is always scored."""
-    if scorer.keys != ["keyword_tokens", "keyword_phrase"]:
+    and scored: it returns the indexes (ascending) of the records that may score
+    (`DimensionScorer.keyword_hits`). None when the question has other parts or the test cannot tell."""
+    if scorer.keys != ["keyword_tokens", "keyword_phrase"] or scorer.needles is None:
         return None
-    needles = tuple(dict.fromkeys([*scorer.kw_tokens, *scorer.q_kw]))
-    if not needles or not all(n.isascii() and HAYSTACK_SEP not in n for n in needles):
-        return None
-
-    def may_credit(recs: Sequence[MemoryRecord]) -> list[int]:
-        hays, text, ends = joined_haystacks(recs)
-        found = {j for j, h in enumerate(hays) if h is None}
-        for n in needles:
-            at = text.find(n)
-            while at >= 0:
-                j = bisect_right(ends, at)
-                found.add(j)
-                at = text.find(n, ends[j])
-        return sorted(found)
-
-    return may_credit
+    return scorer.keyword_hits  # type: ignore[return-value]
 
 
 def newest_tagged(store: Store, user_id: str, tags: Sequence[str], *, k: int) -> dict[str, list[MemoryRecord]]:
