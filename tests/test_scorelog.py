@@ -92,6 +92,20 @@ def test_compaction_trims_a_batch_to_the_kept_records_and_counts_its_rows(tmp_pa
     assert store.scores(got.event_id) == []
 
 
+def test_compaction_never_fails_on_an_unreadable_batch(tmp_path):
+    engine = _engine(tmp_path)
+    store = engine.store
+    got = engine.retrieve("ana", "oolong tea in Lisbon", session_id="s2", log=True)
+    with store.connection() as conn:
+        conn.execute("UPDATE scores SET row = '{\"columns\": 3}' WHERE event_id = ?", (got.event_id,))
+        conn.commit()
+    with pytest.raises(ValueError, match="malformed"):
+        store.scores(got.event_id)
+    assert store.compact_log("ana", keep_scores={got.event_id: [1]})["scores_dropped"] == 0  # left as it is
+    assert store.compact_log("ana", keep_scores={got.event_id: []})["scores_dropped"] == 1
+    assert store.scores(got.event_id) == []
+
+
 def test_check_reads_batches_and_names_a_cross_user_or_unreadable_one(tmp_path):
     engine = _engine(tmp_path)
     got = engine.retrieve("ana", "oolong tea in Lisbon", session_id="s2", log=True)

@@ -404,12 +404,20 @@ class SharedSQL:
     def _drop_scores(self, conn: Any, where: str, params: tuple, *, keep: Sequence[int] = ()) -> int:
         """DELETE the score rows `where` selects except those of the record ids `keep` (inside the
         caller's transaction): a retrieval's batch entry keeps just those rows of it. Returns how
-        many score rows went, a batch's counted row by row."""
+        many score rows went, a batch's counted row by row. A batch that cannot be read (edited by
+        hand) is left as it is when rows of it are to be kept, and goes whole (counted 1) when not:
+        compaction never fails on it."""
         gone = 0
         batches = self._run(conn, f"SELECT id, row FROM scores WHERE {where} AND record_id = ?",
                             (*params, BATCH_RECORD_ID)).fetchall()
         for sid, text in batches:
-            cols = ScoreColumns.from_json_obj(from_json(text))
+            try:
+                cols = ScoreColumns.from_json_obj(from_json(text))
+            except ValueError:
+                if not keep:
+                    self._run(conn, "DELETE FROM scores WHERE id = ?", (int(sid),))
+                    gone += 1
+                continue
             left = cols.only(keep)
             gone += len(cols) - len(left)
             if not len(left):
