@@ -528,6 +528,25 @@ class StoreConformance:
         assert [r.to_dict() for r in store.scores(e.id)] == [r.to_dict() for r in rows]
         assert store.scores(e.id + 1000) == []
 
+    def test_a_batch_of_score_rows_reads_back_and_compacts_row_by_row(self, store):
+        from engine.core.scorelog import ScoreColumns
+
+        rows = [ScoreRow(record_id=i, ranks={"bm25": i, "dense": None}, path_scores={"bm25": 1.5 * i, "dense": 0.0},
+                         R=0.5, T=0.25, F=0.125, parts={"alpha_R": 0.1, "beta_T": 0.2, "gamma_F": 0.3, "delta": 0.0},
+                         S=1 - i / 10, verdict="picked" if i < 2 else "near-miss", why="top-K", tokens=12, position=i)
+                for i in range(1, 6)]
+        e = store.append_event(Event(user_id="u", session_id="s", kind="retrieve", at=T0))
+        other = store.append_event(Event(user_id="v", session_id="s", kind="retrieve", at=T0))
+        store.append_scores(e.id, "u", ScoreColumns.of(rows))
+        store.append_scores(other.id, "v", ScoreColumns.of(rows))
+        store.append_scores(e.id, "u", ScoreColumns.of([]))  # nothing to write
+        assert store.scores(e.id) == rows
+        assert store.compact_log("u", keep_scores={e.id: [4, 2]})["scores_dropped"] == 3
+        assert store.scores(e.id) == [rows[1], rows[3]]
+        assert store.compact_log("u", drop=[e.id])["scores_dropped"] == 2 and store.scores(e.id) == []
+        assert store.compact_log("u", keep_scores={other.id: []})["scores_dropped"] == 0  # not u's
+        assert store.scores(other.id) == rows
+
     def test_compact_log_rewrites_drops_and_trims_scores_of_one_user_only(self, store):
         def row(i: int, verdict: str = "near-miss") -> ScoreRow:
             return ScoreRow(record_id=i, ranks={}, path_scores={}, R=0, T=0, F=0, parts={}, S=1 - i / 10,
