@@ -4,15 +4,19 @@ question's date) and how well a record's time span matches it."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
 
 from engine.core.clock import ensure_aware
+from engine.core.lru import per_object
 from engine.core.records import TimeSpan
 from engine.core.timeparse import resolve_times
 from engine.core.timespans import month_span, span_label
 from engine.roles.types import TimeConstraint
 
-__all__ = ["parse_time_constraint", "around_tolerance", "time_match", "time_window"]
+__all__ = ["parse_time_constraint", "around_tolerance", "time_match", "time_match_all", "time_window"]
 
 _TOLERANCE = {
     "instant": timedelta(days=1),
@@ -125,6 +129,61 @@ def time_match(constraint: TimeConstraint, span: TimeSpan | None) -> float:
     if span.end > c_end:
         return 0.5
     return _near(c_end - span.end, tol)
+
+
+def time_match_all(constraint: TimeConstraint, spans: Sequence[TimeSpan | None]) -> list[float]:
+    """`[time_match(constraint, s) for s in spans]`, exactly, for all at once: the instants as
+    whole microseconds since the epoch (int64), so every comparison and difference is the
+    datetimes' own, and a miss's `gap / tolerance` is the same correctly rounded division of two
+    integers below 2**53 that timedelta / timedelta is. A span beyond that range (~285 years
+    from 1970) is scored one by one. A time question's window read scores up to 200 records."""
+    n = len(spans)
+    if n == 0:
+        return []
+    tol = around_tolerance(constraint.granularity)
+    c_start, c_end = constraint.start, constraint.end
+    if constraint.op == "around":
+        c_start, c_end = c_start - tol, c_end + tol
+    cs, ce, t = _micros(c_start), _micros(c_end), tol // _MICROSECOND
+    known = [_span_micros(s) for s in spans if s is not None]
+    if max((abs(v) for pair in known for v in pair), default=0) >= _EXACT or max(abs(cs), abs(ce)) >= _EXACT:
+        return [float(time_match(constraint, s)) for s in spans]
+    has = np.fromiter((s is not None for s in spans), dtype=bool, count=n)
+    ss = np.zeros(n, dtype=np.int64)
+    se = np.zeros(n, dtype=np.int64)
+    if known:
+        ss[has] = [a for a, _ in known]
+        se[has] = [b for _, b in known]
+    if constraint.op in ("on", "between", "around"):
+        gap = np.where(se < cs, cs - se, np.where(ce < ss, ss - ce, 0))
+        out = np.where(gap == 0, 1.0, _near_all(gap, t))
+    elif constraint.op == "before":
+        out = np.where(se <= cs, 1.0, np.where(ss < cs, 0.5, _near_all(ss - cs, t)))
+    else:  # after
+        out = np.where(ss >= ce, 1.0, np.where(se > ce, 0.5, _near_all(ce - se, t)))
+    return np.where(has, out, 0.0).tolist()
+
+
+def _near_all(gap: np.ndarray, tolerance: int) -> np.ndarray:
+    """`_near` for gaps and a tolerance in whole microseconds."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        soft = np.maximum(0.0, 0.5 * (1.0 - gap / np.int64(tolerance)))
+    return np.where(gap <= 0, 0.5, soft)
+
+
+@per_object()
+def _span_micros(span: TimeSpan) -> tuple[int, int]:
+    """A span's start and end as whole microseconds since the epoch (kept per span object)."""
+    return _micros(span.start), _micros(span.end)
+
+
+def _micros(when: datetime) -> int:
+    return (when - _EPOCH) // _MICROSECOND
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_EXACT = 2**53
 
 
 def time_window(constraint: TimeConstraint) -> tuple[datetime | None, datetime | None]:

@@ -25,7 +25,7 @@ from engine.core.attributes import stated_attribute
 from engine.core.lru import per_object
 from engine.core.records import MemoryRecord
 from engine.core.text import STOPWORDS, content_token_set, content_tokens, normalize
-from engine.core.timequery import time_match
+from engine.core.timequery import time_match_all
 from engine.roles.types import ParsedQuery
 
 __all__ = ["DimensionScorer", "dimension_score", "has_constraint", "ANSWER_FIELDS", "HAYSTACK_SEP", "ascii_haystack",
@@ -109,7 +109,7 @@ class DimensionScorer:
             cols.append([1.0 if getattr(r, name) else 0.0 for r in records])
         if self.query.time is not None:
             when = self.query.time
-            cols.append([float(time_match(when, r.time)) for r in records])
+            cols.append(time_match_all(when, [r.time for r in records]))
         if self.location is not None:
             loc = self.location
             cols.append([1.0 if loc and loc in _normalized(f"{r.location or ''} {r.content}") else 0.0
