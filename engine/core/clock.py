@@ -21,7 +21,20 @@ __all__ = [
     "parse_duration",
     "parse_datetime",
     "format_duration",
+    "epoch_micros",
+    "EXACT_MICROS",
 ]
+
+#: Whole microseconds below this (~285 years from 1970) convert to a float exactly: arrays of
+#: `epoch_micros` compare and divide as the datetimes and timedeltas they came from.
+EXACT_MICROS = 2**53
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def epoch_micros(when: datetime) -> int:
+    """Whole microseconds since the epoch of an aware datetime (exact: an int)."""
+    return (when - _EPOCH) // _MICROSECOND
 
 
 @runtime_checkable

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
-from engine.core.clock import ensure_aware
+from engine.core.clock import EXACT_MICROS, ensure_aware, epoch_micros
 from engine.core.lru import per_object
 from engine.core.records import TimeSpan
 from engine.core.timeparse import resolve_times
@@ -144,9 +144,9 @@ def time_match_all(constraint: TimeConstraint, spans: Sequence[TimeSpan | None])
     c_start, c_end = constraint.start, constraint.end
     if constraint.op == "around":
         c_start, c_end = c_start - tol, c_end + tol
-    cs, ce, t = _micros(c_start), _micros(c_end), tol // _MICROSECOND
+    cs, ce, t = epoch_micros(c_start), epoch_micros(c_end), tol // timedelta(microseconds=1)
     known = [_span_micros(s) for s in spans if s is not None]
-    if max((abs(v) for pair in known for v in pair), default=0) >= _EXACT or max(abs(cs), abs(ce)) >= _EXACT:
+    if max([abs(cs), abs(ce), *(abs(v) for pair in known for v in pair)]) >= EXACT_MICROS:
         return [float(time_match(constraint, s)) for s in spans]
     has = np.fromiter((s is not None for s in spans), dtype=bool, count=n)
     ss = np.zeros(n, dtype=np.int64)
@@ -174,16 +174,8 @@ def _near_all(gap: np.ndarray, tolerance: int) -> np.ndarray:
 @per_object()
 def _span_micros(span: TimeSpan) -> tuple[int, int]:
     """A span's start and end as whole microseconds since the epoch (kept per span object)."""
-    return _micros(span.start), _micros(span.end)
+    return epoch_micros(span.start), epoch_micros(span.end)
 
-
-def _micros(when: datetime) -> int:
-    return (when - _EPOCH) // _MICROSECOND
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-_EXACT = 2**53
 
 
 def time_window(constraint: TimeConstraint) -> tuple[datetime | None, datetime | None]:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 
 import numpy as np
 
+from engine.core.clock import EXACT_MICROS, epoch_micros
 from engine.core.forgetting import tag_union
 from engine.core.lru import per_object
 from engine.core.records import MemoryRecord
@@ -121,9 +122,9 @@ class CandidateSet:
         # the age in seconds from whole microseconds: exactly timedelta.total_seconds(), for all at once
         # (an int64 of microseconds converts to float exactly below 2**53, ~285 years; a longer
         # age is divided as Python ints, as total_seconds() does)
-        micros = _micros(now) - np.array(reinforced, dtype=np.int64)
+        micros = epoch_micros(now) - np.array(reinforced, dtype=np.int64)
         age = micros / 1e6
-        far = np.abs(micros) >= _EXACT_MICROS
+        far = np.abs(micros) >= EXACT_MICROS
         if far.any():
             age[far] = [int(m) / 10**6 for m in micros[far]]
         return cls(
@@ -193,17 +194,8 @@ def _fixed(r: MemoryRecord) -> tuple[tuple[str, ...], float, frozenset[int], str
     tags = tuple(r.tags)
     src = r.source
     return (tags, _tag_union(tags), frozenset(src.message_ids) if src is not None else frozenset(),
-            src.session_id if src is not None else None, _micros(r.reinforced_at), r.strengthen_count)
+            src.session_id if src is not None else None, epoch_micros(r.reinforced_at), r.strengthen_count)
 
-
-def _micros(when: datetime) -> int:
-    """Whole microseconds since the epoch of an aware datetime (exact: an int)."""
-    return (when - _EPOCH) // _MICROSECOND
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_EXACT_MICROS = 2**53
-_MICROSECOND = timedelta(microseconds=1)
 
 
 @lru_cache(maxsize=4096)
