@@ -22,8 +22,6 @@ __all__ = ["BATCH_RECORD_ID", "ScoreColumns", "is_batch", "score_rows"]
 BATCH_RECORD_ID = 0
 #: The key that marks a stored JSON object as a batch (a ScoreRow's dict never has it).
 _MARK = "columns"
-#: The parts of a row's S, in the order a ScoreRow's `parts` lists them.
-PART_NAMES = ("alpha_R", "beta_T", "gamma_F", "delta")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
