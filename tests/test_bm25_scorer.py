@@ -12,7 +12,7 @@ from store_conformance import T0, rec
 
 from engine.core.text import fts_query, index_text, user_key
 from engine.stores.sqlite import SQLiteStore
-from engine.stores.sqlite.bm25 import doc_lengths, score_terms, varints
+from engine.stores.sqlite.bm25 import best, doc_lengths, score_terms, varints
 from engine.stores.sqlite.driver import sqlite_module
 
 sqlite3 = sqlite_module() or stdlib_sqlite3  # the engine's driver: contentless_delete where SQLite has it
@@ -280,3 +280,18 @@ def test_inside_a_transaction_every_match_is_ranked_at_once():
         assert len(first) == 1  # ... but inside one the best-few pass is never tried
     finally:
         store.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(scores=st.lists(st.sampled_from([-3.5, -2.0, -2.0, -1.25, -1e-6, 0.0]), max_size=60), k=st.integers(0, 70),
+       data=st.data())
+def test_best_is_the_first_k_of_the_full_sort(scores, k, data):
+    """`best` (partition, then sort only what can win) = the first k of lexsort((ids, scores)) among
+    the kept positions, ties at the k-th score included and broken by id."""
+    n = len(scores)
+    ids = np.array(data.draw(st.permutations(range(1, n + 1))) if n else [], dtype=np.int64)
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    s = np.array(scores, dtype=np.float64)
+    order = np.lexsort((ids, s))
+    assert best(ids, s, k).tolist() == order[:k].tolist()
+    assert best(ids, s, k, keep).tolist() == order[keep[order]][:k].tolist()

@@ -28,8 +28,10 @@ from typing import Any
 import numpy as np
 
 from engine.core.lru import LRU
+from engine.stores.sqlite.idindex import IdIndex
 
-__all__ = ["K1", "B", "DocLengths", "Postings", "averages", "doc_lengths", "scorable", "score_terms", "varints"]
+__all__ = ["K1", "B", "DocLengths", "Postings", "averages", "best", "doc_lengths", "scorable", "score_terms",
+           "varints"]
 
 K1 = 1.2
 B = 0.75
@@ -98,12 +100,12 @@ def doc_lengths(conn: Any, sql: str, params: tuple = ()) -> tuple[np.ndarray, np
     return ids, lens
 
 
-def _cached(ids: np.ndarray, lengths: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
-    """Lengths of `ids` from a `doc_lengths` cache, None when one of them is not in it."""
+def _cached(ids: np.ndarray, lengths: tuple[np.ndarray, np.ndarray], index: IdIndex | None = None) -> np.ndarray | None:
+    """Lengths of `ids` from a `doc_lengths` cache, None when one of them is not in it. `index`: an
+    IdIndex of the cache's ids, to find them by (else by bisection)."""
     known, lens = lengths
-    pos = np.searchsorted(known, ids)
-    pos[pos >= len(known)] = 0
-    if len(known) == 0 or not np.array_equal(known[pos], ids):
+    pos, held = (index or IdIndex(known, table=False)).find(ids)
+    if len(known) == 0 or not held.all():
         return None
     return lens[pos]
 
@@ -118,12 +120,14 @@ def scorable(terms: list[str]) -> bool:
 
 
 def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "records_fts",
-                lengths: tuple[np.ndarray, np.ndarray] | None = None, postings: Postings | None = None):
+                lengths: tuple[np.ndarray, np.ndarray] | None = None, postings: Postings | None = None,
+                index: IdIndex | None = None):
     """(ids ascending, FTS5 bm25 scores) of the rows matching any of `terms` (an OR of
     single-term phrases), or None unless every term is one lower-case ASCII alphanumeric FTS5 term
     (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
     inside a transaction, or when `lengths` (a `doc_lengths` cache, read instead of the docsize
-    table) lacks a matching row. `postings`: a `Postings` cache read instead of the vocab table."""
+    table) lacks a matching row. `postings`: a `Postings` cache read instead of the vocab table;
+    `index`: an IdIndex of `lengths`' ids (`DocLengths.index`)."""
     if not scorable(terms):
         return None
     if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
@@ -133,28 +137,52 @@ def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "record
                 for t in terms]  # fmt: skip
     if not any(len(u) for u, _ in per_term):
         return np.empty(0, np.int64), np.empty(0, np.float64)
-    ids = np.unique(np.concatenate([u for u, _ in per_term]))
-    dl = _lengths(conn, table, ids) if lengths is None else _cached(ids, lengths)
+    ids, group, order = _union(per_term)
+    dl = _lengths(conn, table, ids) if lengths is None else _cached(ids, lengths, index)
     if dl is None:
         return None
     avgdl = float(n_tokens) / float(n_rows)
-    score = np.zeros(len(ids), dtype=np.float64)
-    for uniq, counts in per_term:
-        idf = math.log((n_rows - len(uniq) + 0.5) / (len(uniq) + 0.5))
-        if idf <= 0.0:
-            idf = 1e-6
-        f = np.zeros(len(ids), dtype=np.float64)
-        f[np.searchsorted(ids, uniq)] = counts
-        score = score + idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * dl / avgdl)))
-    return ids, -1.0 * score
+    sizes = [len(u) for u, _ in per_term]
+    idf = [math.log((n_rows - m + 0.5) / (m + 0.5)) for m in sizes]
+    # each (row, term) pair's share, with the pairs in row order and a row's terms in query order;
+    # bincount adds them in that order from 0.0, as a sum over the terms (absent ones add 0.0) would
+    q = np.repeat(np.array([v if v > 0.0 else 1e-6 for v in idf]), sizes)[order]
+    f = np.concatenate([c for _, c in per_term])[order].astype(np.float64)
+    share = q * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * dl[group] / avgdl)))
+    return ids, -1.0 * np.bincount(group, weights=share, minlength=len(ids))
+
+
+def _union(per_term: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the rows of any term ascending, each (row, term) pair's row as an index into them, the pairs'
+    order): the terms' ascending runs merged by one stable sort (a row's pairs stay in term order)."""
+    cat = np.concatenate([u for u, _ in per_term])
+    order = np.argsort(cat, kind="stable")
+    rows = cat[order]
+    first = np.empty(len(rows), dtype=bool)
+    first[:1] = True
+    np.not_equal(rows[1:], rows[:-1], out=first[1:])
+    return rows[first], np.cumsum(first) - 1, order
+
+
+def best(ids: np.ndarray, scores: np.ndarray, k: int, keep: np.ndarray | None = None) -> np.ndarray:
+    """The first `k` of `np.lexsort((ids, scores))` (ascending score, then id) among the positions
+    `keep` allows: the k-th smallest score by partition, then only those at or below it sorted."""
+    idx = np.arange(len(scores)) if keep is None else np.flatnonzero(keep)
+    if k <= 0:
+        return idx[:0]
+    if k < len(idx):
+        s = scores[idx]
+        idx = idx[s <= np.partition(s, k - 1)[k - 1]]
+    return idx[np.lexsort((ids[idx], scores[idx]))][:k]
 
 
 class DocLengths:
     """Per-user `doc_lengths` caches of `records_fts`, patched by the store's own writes.
 
     `noted(user, conn, ids)` re-reads the docsize of rows just written (inside the write's
-    transaction); `get` merges them in, building the user's cache on first use. The store drops
-    everything on a rollback or another connection's commit, and a user on forget_user.
+    transaction); `get` merges them in, building the user's cache on first use; `index` finds ids in
+    it (an IdIndex, made on first use after each change). The store drops everything on a rollback or
+    another connection's commit, and a user on forget_user.
     """
 
     SQL = "SELECT r.id, d.sz FROM records r JOIN records_fts_docsize d ON d.id = r.id WHERE r.user_id = ?"
@@ -162,14 +190,17 @@ class DocLengths:
     def __init__(self) -> None:
         self._known: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pending: dict[str, dict[int, int]] = {}
+        self._indexes: dict[str, IdIndex] = {}
 
     def clear(self) -> None:
         self._known.clear()
         self._pending.clear()
+        self._indexes.clear()
 
     def pop(self, user_id: str) -> None:
         self._known.pop(user_id, None)
         self._pending.pop(user_id, None)
+        self._indexes.pop(user_id, None)
 
     def noted(self, user_id: str, conn: Any, ids: list[int]) -> None:
         if user_id not in self._known or not ids:
@@ -185,10 +216,20 @@ class DocLengths:
         known = self._known.get(user_id)
         if known is None:
             known = self._known[user_id] = doc_lengths(conn, self.SQL, (user_id,))
+            self._indexes.pop(user_id, None)
         pending = self._pending.pop(user_id, None)
         if pending:
             known = self._known[user_id] = _merge(known, pending)
+            self._indexes.pop(user_id, None)
         return known
+
+    def index(self, user_id: str, conn: Any) -> IdIndex:
+        """An IdIndex of the ids `get(user_id, conn)` returns (that call made first)."""
+        known = self.get(user_id, conn)
+        got = self._indexes.get(user_id)
+        if got is None:
+            got = self._indexes[user_id] = IdIndex(known[0])
+        return got
 
 
 def _merge(known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from engine.core.text import fts_query, fts_terms, user_key
-from engine.stores.sqlite.bm25 import scorable, score_terms
+from engine.stores.sqlite.bm25 import best, scorable, score_terms
 from engine.stores.sql import check_vector
 from engine.stores.sqlite.records import sign_bits
 from engine.stores.sqlite.vecmath import SPARSE_SAMPLE, is_sparse, sample_again
@@ -93,19 +93,17 @@ class SQLiteSearch:
                          "USING fts5vocab(main, records_fts, instance)")
             self._fts_vocab = True
         got = score_terms(conn, terms, vocab="temp.records_fts_vocab", lengths=self._doclens.get(user_id, conn),
-                          postings=self._postings)
+                          postings=self._postings, index=self._doclens.index(user_id, conn))
         if got is None:
             return None
         ids, scores = got
-        order = np.lexsort((ids, scores))
         # every id is the user's (score_terms found each in the user's length cache): what is left
         # is whether it is current, which the user's vectors in memory know without a read
-        if not valid:
-            return [(int(ids[i]), -float(scores[i])) for i in order[:k].tolist()]
-        part = self._vector_partition(conn, user_id, build=False)
+        part = None if not valid else self._vector_partition(conn, user_id, build=False)
         mask = None if part is None else part.current_mask(ids)
-        if mask is not None:
-            return [(int(ids[i]), -float(scores[i])) for i in order[mask[order]][:k].tolist()]
+        if not valid or mask is not None:
+            return [(int(ids[i]), -float(scores[i])) for i in best(ids, scores, k, mask).tolist()]
+        order = np.lexsort((ids, scores))
         # the best matches in growing slices until k of them are the user's (current) rows: superseded
         # rows pile up in a long session, and FTS5's join over every match would grow with them
         out: list[tuple[int, float]] = []

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from engine.stores.sqlite.idindex import IdIndex
 from engine.stores.sqlite.vecmath import SPARSE_SAMPLE, is_sparse, kth_largest, sample_again
 
 __all__ = ["COLUMNS_MIN", "INELIGIBLE", "VectorPartition"]
@@ -60,7 +61,7 @@ class VectorPartition:
     floats of the best few rows of its pool from the file.
     """
 
-    __slots__ = ("_codes", "_cols", "_cols_job", "_gen", "_index", "_sorted", "_sparse", "_tail", "_q8_pending",
+    __slots__ = ("_codes", "_cols", "_cols_job", "_gen", "_ids_index", "_index", "_sorted", "_sparse", "_tail", "_q8_pending",
                  "_q8_thread", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
@@ -82,7 +83,8 @@ class VectorPartition:
         self.inv_norm = self._inv_norm(mat) if inv_norm is None else inv_norm
         self.valid = valid
         self._index: dict[int, int] | None = None  # id -> row, made when a lookup needs it and ids are not sorted
-        self._sorted: bool | None = None  # whether ids ascend (rows are then found by bisection, no dict)
+        self._sorted: bool | None = None  # whether ids ascend (rows are then found by an IdIndex, no dict)
+        self._ids_index: IdIndex | None = None  # of ids[:n] when they ascend, made on first use after a change
         # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
         self._codes: np.ndarray | None = codes
         self._sparse: tuple[bool, int] | None = None  # (whether sparse, rows when sampled)
@@ -98,17 +100,15 @@ class VectorPartition:
         return self._index
 
     def _bisect(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """(row, held) of each of `ids`, found by bisection of the ascending ids; None when the
-        partition's ids do not ascend (then `index` finds rows)."""
+        """(row, held) of each of `ids` (row 0 where not held), found in the ascending ids by an IdIndex
+        (a table or a bisection); None when the partition's ids do not ascend (then `index` finds rows)."""
         if self._sorted is None:
             self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
         if not self._sorted:
             return None
-        have = self.ids[: self.n]
-        at = np.searchsorted(have, ids)
-        held = at < self.n
-        held[held] = have[at[held]] == ids[held]
-        return at, held
+        if self._ids_index is None:
+            self._ids_index = IdIndex(self.ids[: self.n])
+        return self._ids_index.find(ids)
 
     def _found(self, ids: Sequence[int]) -> list[tuple[int, int]]:
         """(id, row) of those of `ids` the partition holds, in the order given."""
@@ -272,6 +272,7 @@ class VectorPartition:
         if self._index is not None:
             for i, rid in enumerate(ids):
                 self._index[int(rid)] = self.n + i
+        self._ids_index = None
         if self._sorted and m:
             new = np.asarray(ids, dtype=np.int64)
             self._sorted = bool((self.n == 0 or new[0] > self.ids[self.n - 1]) and np.all(np.diff(new) > 0))

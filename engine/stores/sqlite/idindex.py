@@ -1,0 +1,60 @@
+"""Where ids sit in an ascending array of unique ids: by a direct-address table when they are dense.
+
+A user's record ids in a shared table are nearly consecutive (other users' rows interleave), so an
+int32 table over their span (at most `SPAN_PER_ID` entries an id) finds each id with one read, where a
+bisection of a million ids reads ~20 scattered entries: the keyword path looks up every match's
+document length and validity this way (measured on the 1M-record bench user, ~45k matches a query:
+the two lookups 8.7 -> ~1 ms). Sparse or small arrays are bisected as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["IdIndex", "SPAN_PER_ID", "TABLE_MIN"]
+
+#: Below this many ids a bisection costs about what a table read does: no table.
+TABLE_MIN = 4096
+#: A table is made only while it spans at most this many entries per id (4 bytes each).
+SPAN_PER_ID = 4
+
+
+class IdIndex:
+    """Positions in `have` (ascending, unique, not changed while this index is used); `table=False`:
+    always by bisection (an index used once, not worth a table)."""
+
+    __slots__ = ("_have", "_lo", "_table")
+
+    def __init__(self, have: np.ndarray, *, table: bool = True):
+        self._have = have
+        self._lo = 0
+        self._table: np.ndarray | None = None
+        n = len(have)
+        if table and n >= TABLE_MIN:
+            lo = int(have[0])
+            span = int(have[-1]) - lo + 1
+            if span <= SPAN_PER_ID * n:
+                table = np.full(span, -1, dtype=np.int32)
+                table[have - lo] = np.arange(n, dtype=np.int32)
+                self._lo, self._table = lo, table
+
+    @property
+    def direct(self) -> bool:
+        """Whether a table answers (else a bisection)."""
+        return self._table is not None
+
+    def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position, held) of each of `ids`: its index in `have` (0 where it is not there) and whether it is."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self._table is None:
+            have = self._have
+            at = np.searchsorted(have, ids)
+            held = at < len(have)
+            held[held] = have[at[held]] == ids[held]
+        else:
+            table = self._table
+            off = ids - self._lo
+            inside = (off >= 0) & (off < len(table))
+            at = table[np.where(inside, off, 0)]
+            held = inside & (at >= 0)
+        return np.where(held, at, 0), held
