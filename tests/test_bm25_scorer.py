@@ -295,3 +295,16 @@ def test_best_is_the_first_k_of_the_full_sort(scores, k, data):
     order = np.lexsort((ids, s))
     assert best(ids, s, k).tolist() == order[:k].tolist()
     assert best(ids, s, k, keep).tolist() == order[keep[order]][:k].tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(occurrences=st.lists(st.integers(0, 40), max_size=80), ordered=st.booleans())
+def test_postings_are_counted_as_np_unique_counts_them(occurrences, ordered):
+    """A term's occurrences (in doc order from the vocab table, or in any order) counted per doc."""
+    from engine.stores.sqlite.bm25 import _counted
+
+    occ = np.array(sorted(occurrences) if ordered else occurrences, dtype=np.int64)
+    ids, counts = _counted(occ)
+    want_ids, want_counts = np.unique(occ, return_counts=True)
+    assert ids.tolist() == want_ids.tolist() and counts.tolist() == want_counts.tolist()
+    assert ids.dtype == np.int64 and counts.dtype == np.int64

