@@ -308,3 +308,41 @@ def test_postings_are_counted_as_np_unique_counts_them(occurrences, ordered):
     want_ids, want_counts = np.unique(occ, return_counts=True)
     assert ids.tolist() == want_ids.tolist() and counts.tolist() == want_counts.tolist()
     assert ids.dtype == np.int64 and counts.dtype == np.int64
+
+
+def test_a_large_users_tables_follow_appends_and_supersedes():
+    """Past IdIndex's TABLE_MIN rows the length cache and the vector partition find ids through
+    direct-address tables, extended as rows are appended: rankings stay FTS5's through writes."""
+    from engine.stores.sqlite.idindex import TABLE_MIN
+
+    store = SQLiteStore(":memory:", dim=4)
+    try:
+        v = [1.0, 0.0, 0.0, 0.0]
+        n = TABLE_MIN + 100
+        texts = [" ".join(WORDS[j % len(WORDS)] for j in range(i % 7, i % 7 + 1 + i % 4)) for i in range(n)]
+        rows = []
+        for start in range(0, n, 500):  # another user's rows between the user's: ids interleave
+            part = texts[start:start + 500]
+            rows += store.add_records([rec("u1", t) for t in part], [v] * len(part))
+            store.add_records([rec("u2", "alpha beta")] * 40, [v] * 40)
+        store.search_dense("u1", v, k=1)  # the user's vectors in memory: validity from the partition
+
+        def same(word: str, k: int = 30) -> None:
+            for hist in (False, True):
+                assert store.search_bm25("u1", word, k=k, include_invalid=hist) == \
+                    _fts5_reference(store, "u1", word, k, hist)
+
+        for word in ("alpha", "gamma", "theta kappa"):
+            same(word)
+        assert store._doclens.index("u1", store.conn).direct
+        for round_ in range(3):  # appended rows (the index grows), supersedes (validity changes)
+            new = store.add_records([rec("u1", f"alpha gamma {WORDS[round_]}") for _ in range(20)], [v] * 20)
+            for old in rows[round_ * 50: round_ * 50 + 10]:
+                store.supersede("u1", old.id, new[0].id, T0)
+            store.add_records([rec("u2", "alpha")] * 5, [v] * 5)
+            for word in ("alpha", "gamma", WORDS[round_]):
+                same(word)
+            asked = [r.id for r in new] + [rows[0].id, rows[-1].id]
+            assert sorted(store.vectors("u1", asked)) == sorted(asked)
+    finally:
+        store.close()

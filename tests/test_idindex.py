@@ -37,3 +37,31 @@ def test_small_sparse_and_empty_arrays_are_bisected():
     assert IdIndex(np.arange(TABLE_MIN, dtype=np.int64) * SPAN_PER_ID).direct
     pos, held = IdIndex(np.zeros(0, dtype=np.int64)).find(np.array([1, 2], dtype=np.int64))
     assert pos.tolist() == [0, 0] and held.tolist() == [False, False]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), chunks=st.lists(st.integers(1, 3000), min_size=1, max_size=5),
+       widest=st.integers(1, 6))
+def test_an_extended_table_finds_what_a_new_one_does(seed, chunks, widest):
+    """Rows appended with larger ids, chunk by chunk: the extended index (its table grown in place
+    or by doubling) answers as an index made afresh; the earlier index still answers for its ids."""
+    rng = np.random.default_rng(seed)
+    have = np.cumsum(rng.integers(1, widest + 1, size=TABLE_MIN)).astype(np.int64)
+    index = IdIndex(have)
+    for m in chunks:
+        more = have[-1] + np.cumsum(rng.integers(1, widest + 1, size=m)).astype(np.int64)
+        grown = np.concatenate([have, more])
+        bigger = index.extended(grown)
+        probes = np.concatenate([rng.integers(int(grown[0]) - 5, int(grown[-1]) + 5, size=200), grown[::97]])
+        assert [a.tolist() for a in bigger.find(probes)] == [a.tolist() for a in IdIndex(grown).find(probes)]
+        assert [a.tolist() for a in index.find(probes)] == [a.tolist() for a in IdIndex(have).find(probes)]
+        have, index = grown, bigger
+
+
+def test_too_sparse_an_extension_makes_a_new_index():
+    have = np.arange(TABLE_MIN, dtype=np.int64) * 2
+    index = IdIndex(have)
+    sparse = np.concatenate([have, [10**9]])
+    assert not index.extended(sparse).direct
+    assert index.extended(sparse).find(np.array([10**9, 2]))[0].tolist() == [TABLE_MIN, 1]
+    assert index.extended(have) is index

@@ -191,7 +191,7 @@ class DocLengths:
 
     `noted(user, conn, ids)` re-reads the docsize of rows just written (inside the write's
     transaction); `get` merges them in, building the user's cache on first use; `index` finds ids in
-    it (an IdIndex, made on first use after each change). The store drops everything on a rollback or
+    it (an IdIndex: extended when rows were appended, else made again on first use after a change). The store drops everything on a rollback or
     another connection's commit, and a user on forget_user.
     """
 
@@ -229,8 +229,11 @@ class DocLengths:
             self._indexes.pop(user_id, None)
         pending = self._pending.pop(user_id, None)
         if pending:
+            before = known[0]
             known = self._known[user_id] = _merge(known, pending)
-            self._indexes.pop(user_id, None)
+            index = self._indexes.pop(user_id, None)
+            if index is not None and len(before) and min(pending) > before[-1]:  # rows appended: the common write
+                self._indexes[user_id] = index.extended(known[0])
         return known
 
     def index(self, user_id: str, conn: Any) -> IdIndex:

@@ -272,11 +272,12 @@ class VectorPartition:
         if self._index is not None:
             for i, rid in enumerate(ids):
                 self._index[int(rid)] = self.n + i
-        self._ids_index = None
         if self._sorted and m:
             new = np.asarray(ids, dtype=np.int64)
             self._sorted = bool((self.n == 0 or new[0] > self.ids[self.n - 1]) and np.all(np.diff(new) > 0))
         self.n += m
+        # ascending ids appended after larger ones: the index grows; otherwise it is made again when asked
+        self._ids_index = self._ids_index.extended(self.ids[: self.n]) if self._sorted and self._ids_index else None
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
         i = self.row(rid)
