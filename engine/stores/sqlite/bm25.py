@@ -110,11 +110,12 @@ def doc_lengths(conn: Any, sql: str, params: tuple = ()) -> tuple[np.ndarray, np
     return ids, lens
 
 
-def _cached(ids: np.ndarray, lengths: tuple[np.ndarray, np.ndarray], index: IdIndex | None = None) -> np.ndarray | None:
+def _cached(ids: np.ndarray, lengths: tuple[np.ndarray, np.ndarray],
+            index: IdIndex | None = None) -> np.ndarray | None:
     """Lengths of `ids` from a `doc_lengths` cache, None when one of them is not in it. `index`: an
     IdIndex of the cache's ids, to find them by (else by bisection)."""
     known, lens = lengths
-    pos, held = (index or IdIndex(known, table=False)).find(ids)
+    pos, held = (index if index is not None else IdIndex(known, table=False)).find(ids)
     if len(known) == 0 or not held.all():
         return None
     return lens[pos]
@@ -191,8 +192,9 @@ class DocLengths:
 
     `noted(user, conn, ids)` re-reads the docsize of rows just written (inside the write's
     transaction); `get` merges them in, building the user's cache on first use; `index` finds ids in
-    it (an IdIndex: extended when rows were appended, else made again on first use after a change). The store drops everything on a rollback or
-    another connection's commit, and a user on forget_user.
+    it (an IdIndex: extended when rows were appended, else made again on first use after a change).
+    The store drops everything on a rollback or another connection's commit, and a user on
+    forget_user.
     """
 
     SQL = "SELECT r.id, d.sz FROM records r JOIN records_fts_docsize d ON d.id = r.id WHERE r.user_id = ?"
@@ -237,7 +239,7 @@ class DocLengths:
         return known
 
     def index(self, user_id: str, conn: Any) -> IdIndex:
-        """An IdIndex of the ids `get(user_id, conn)` returns (that call made first)."""
+        """An IdIndex of the ids `get(user_id, conn)` returns (read through `get`, pending rows merged)."""
         known = self.get(user_id, conn)
         got = self._indexes.get(user_id)
         if got is None:

@@ -61,8 +61,9 @@ class VectorPartition:
     floats of the best few rows of its pool from the file.
     """
 
-    __slots__ = ("_codes", "_cols", "_cols_job", "_gen", "_ids_index", "_index", "_sorted", "_sparse", "_tail", "_q8_pending",
-                 "_q8_thread", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n", "valid", "version")
+    __slots__ = ("_codes", "_cols", "_cols_job", "_gen", "_ids_index", "_index", "_sorted", "_sparse", "_tail",
+                 "_q8_pending", "_q8_thread", "base_n", "q8", "q8_scale", "ids", "inv_norm", "mapped", "mat", "n",
+                 "valid", "version")
 
     def __init__(self, version: int, ids: np.ndarray, mat: np.ndarray, valid: np.ndarray, *,
                  inv_norm: np.ndarray | None = None, codes: np.ndarray | None = None, mapped: bool = False,
@@ -276,7 +277,7 @@ class VectorPartition:
             new = np.asarray(ids, dtype=np.int64)
             self._sorted = bool((self.n == 0 or new[0] > self.ids[self.n - 1]) and np.all(np.diff(new) > 0))
         self.n += m
-        # ascending ids appended after larger ones: the index grows; otherwise it is made again when asked
+        # rows appended with larger ids, ascending: the index grows; after anything else it is made again when asked
         self._ids_index = self._ids_index.extended(self.ids[: self.n]) if self._sorted and self._ids_index else None
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
