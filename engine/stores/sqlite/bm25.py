@@ -80,11 +80,16 @@ def _counted(occurrences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return occ, np.zeros(0, dtype=np.int64)
     if not bool(np.all(occ[1:] >= occ[:-1])):
         occ = np.sort(occ)
-    first = np.empty(len(occ), dtype=bool)
-    first[0] = True
-    np.not_equal(occ[1:], occ[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
+    starts = np.flatnonzero(_firsts(occ))
     return occ[starts], np.diff(starts, append=len(occ))
+
+
+def _firsts(ordered: np.ndarray) -> np.ndarray:
+    """Whether each entry of an ordered array starts a run of equal values."""
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return first
 
 
 def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
@@ -169,9 +174,7 @@ def _union(per_term: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, n
     cat = np.concatenate([u for u, _ in per_term])
     order = np.argsort(cat, kind="stable")
     rows = cat[order]
-    first = np.empty(len(rows), dtype=bool)
-    first[:1] = True
-    np.not_equal(rows[1:], rows[:-1], out=first[1:])
+    first = _firsts(rows)
     return rows[first], np.cumsum(first) - 1, order
 
 

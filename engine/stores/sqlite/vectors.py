@@ -85,7 +85,7 @@ class VectorPartition:
         self.valid = valid
         self._index: dict[int, int] | None = None  # id -> row, made when a lookup needs it and ids are not sorted
         self._sorted: bool | None = None  # whether ids ascend (rows are then found by an IdIndex, no dict)
-        self._ids_index: IdIndex | None = None  # of ids[:n] when they ascend, made on first use after a change
+        self._ids_index: IdIndex | None = None  # of ids[:n] if they ascend: grows on appends, else made when asked
         # sign bits as uint64 words, one contiguous row per word (words, n): made on the first coarse search
         self._codes: np.ndarray | None = codes
         self._sparse: tuple[bool, int] | None = None  # (whether sparse, rows when sampled)
@@ -101,8 +101,7 @@ class VectorPartition:
         return self._index
 
     def _bisect(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """(row, held) of each of `ids` (row 0 where not held), found in the ascending ids by an IdIndex
-        (a table or a bisection); None when the partition's ids do not ascend (then `index` finds rows)."""
+        """(row, held) of each of `ids` (row 0 where not held) by an IdIndex; None unless the ids ascend (`index`)."""
         if self._sorted is None:
             self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
         if not self._sorted:
@@ -277,8 +276,8 @@ class VectorPartition:
             new = np.asarray(ids, dtype=np.int64)
             self._sorted = bool((self.n == 0 or new[0] > self.ids[self.n - 1]) and np.all(np.diff(new) > 0))
         self.n += m
-        # rows appended with larger ids, ascending: the index grows; after anything else it is made again when asked
-        self._ids_index = self._ids_index.extended(self.ids[: self.n]) if self._sorted and self._ids_index else None
+        grows = self._sorted and self._ids_index is not None  # larger ids appended in order
+        self._ids_index = self._ids_index.extended(self.ids[: self.n]) if grows else None
 
     def set_vector(self, rid: int, arr: np.ndarray) -> None:
         i = self.row(rid)
