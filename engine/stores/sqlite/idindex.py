@@ -48,7 +48,8 @@ class IdIndex:
     def extended(self, have: np.ndarray) -> IdIndex:
         """An index of `have`: this index's ids followed by larger ones, ascending. With a table the
         new ids are written into it (grown by doubling when full), not the whole table remade; this
-        index stays right for its own ids (it reads only its own span of the shared table)."""
+        index stays right for its own ids (it reads only its own span of the shared table), but only
+        the newest index of a chain may be extended again (callers replace the old one)."""
         old_n = len(self._have)
         new = np.asarray(have[old_n:], dtype=np.int64)
         table = self._table
