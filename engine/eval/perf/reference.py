@@ -40,6 +40,7 @@ import numpy as np
 from engine.core.clock import VirtualClock
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, DIM, STORE_FACTORIES, synthetic_corpus
+from engine.eval.perf.stages import format_stages, stage_medians
 from engine.eval.perf.retrieval import (
     BATCH,
     SESSION,
@@ -239,12 +240,14 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
             vectors = [list(map(float, embedder.embed_query(t))) for t in texts]
 
             mem_scored: list[int] = []
+            mem_stages: list[dict[str, float]] = []
 
             def memlab_once(text: str) -> float:
                 t0 = time.perf_counter()
                 got = engine.retrieve(USER, text, session_id=SESSION, log=True)
                 seconds = time.perf_counter() - t0
                 mem_scored.append(len(got.rows))  # every candidate the ranking scored (the user's, all)
+                mem_stages.append(got.stages)
                 return seconds
 
             def reference_once(i: int) -> dict[str, Any]:
@@ -254,6 +257,7 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
                 memlab_once(texts[i])
                 reference_once(i)
             mem_scored.clear()
+            mem_stages.clear()
             mem_lat, ref_lat, ref_cands = [], [], []
             for j, i in enumerate(range(WARMUP, WARMUP + queries)):
                 if j % 2 == 0:
@@ -273,7 +277,8 @@ def _measure_size(worker: ReferenceWorker, n: int, *, config: Any, dim: int, que
     mem = {"p50_ms": percentile_ms(mem_lat, 50), "p95_ms": percentile_ms(mem_lat, 95),
            "scored_records": int(np.median(mem_scored)), "scored_share": round(float(np.median(mem_scored)) / n, 4),
            "searched_records": int(user_records), "searched_share": round(user_records / n, 4),
-           "ingest_per_s": round(rows / t_memlab, 1) if t_memlab else None}
+           "ingest_per_s": round(rows / t_memlab, 1) if t_memlab else None,
+           "stages_p50_ms": stage_medians(mem_stages)}
     ref = {"p50_ms": percentile_ms(ref_lat, 50), "p95_ms": percentile_ms(ref_lat, 95),
            "scored_records": int(np.median(ref_cands)), "scored_share": round(float(np.median(ref_cands)) / n, 4),
            "scored_share_min": round(min(ref_cands) / n, 4), "scored_share_max": round(max(ref_cands) / n, 4),
@@ -366,6 +371,9 @@ def format_reference_table(result: dict[str, Any]) -> str:
         lines.append(f"{n:>8}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}{m['p50_ms']:>11.2f}{m['p95_ms']:>11.2f}"
                      f"{row['ratio_p50']:>9.1f}x{r['scored_share']:>11.2%}{m['scored_share']:>14.2%}"
                      f"{m['searched_share']:>16.0%}")
+    for n, row in result["sizes"].items():
+        if row["memlab"].get("stages_p50_ms"):
+            lines.append(f"  memlab N={n}, stages p50 ms (interleaved): {format_stages(row['memlab']['stages_p50_ms'])}")
     lines += [
         "scored = share of the user's own records the ranking formula scores per query (median), the only ones a "
         "retrieval can return: the reference's are the user's rows among the vec0 KNN's "
