@@ -109,3 +109,38 @@ def test_record_round_trip_property(content, tags, kws, created, n):
     r = MemoryRecord(user_id="u", content=content, tags=tuple(tags), keywords=tuple(kws), created_at=created,
                      strengthen_count=n)
     assert MemoryRecord.from_dict(r.to_dict()) == r
+
+
+@given(
+    session=st.text(max_size=20),
+    ids=st.lists(st.one_of(st.integers(0, 10**9), st.integers(0, 999).map(str)), max_size=6),
+    speaker=st.one_of(st.none(), st.text(max_size=10)),
+    reply=st.one_of(st.none(), st.integers(0, 10**6)),
+    ext=st.lists(st.one_of(st.text(max_size=8), st.integers(0, 99)), max_size=4),
+)
+def test_source_from_dict_sets_what_the_constructor_would(session, ids, speaker, reply, ext):
+    data = {"session_id": session, "message_ids": ids, "reply_message_id": reply, "external_ids": ext}
+    if speaker is not None:
+        data["speaker"] = speaker
+    built = SourcePointer.from_dict(data)
+    assert built == SourcePointer(session_id=session, message_ids=tuple(int(i) for i in ids),
+                                  speaker=data.get("speaker", "user"), reply_message_id=reply,
+                                  external_ids=tuple(str(e) for e in ext))
+    assert SourcePointer.from_dict(built.to_dict()) == built
+    with pytest.raises(FrozenInstanceError):
+        built.session_id = "other"  # type: ignore[misc]
+    with pytest.raises(KeyError):
+        SourcePointer.from_dict({"message_ids": ids})
+
+
+def test_stored_time_span_is_checked_like_the_constructor():
+    from engine.stores.sqlite.rows import _time_span
+
+    good = _time_span(T0, T0 + timedelta(days=1), "range", "a..b")
+    assert good == TimeSpan(start=T0, end=T0 + timedelta(days=1), granularity="range", text="a..b")
+    with pytest.raises(ConfigError):
+        _time_span(T0, T0 - timedelta(seconds=1), "day", "")
+    with pytest.raises(ConfigError):
+        _time_span(T0, T0, "fortnight", "")
+    with pytest.raises(ClockError):
+        _time_span(T0.replace(tzinfo=None), T0, "day", "")

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine.core.records import (
+    GRANULARITIES,
     MEMORY_TYPES,
     TYPE_SCORES,
     USER_TAGS,
@@ -91,16 +92,29 @@ def record_from_row(row: Sequence[Any]) -> MemoryRecord:
     return rec
 
 
+_TIME_SETTERS = tuple(getattr(TimeSpan, f.name).__set__ for f in fields(TimeSpan))
+
+
+def _time_span(start: datetime, end: datetime, granularity: str, text: str) -> TimeSpan:
+    """A record's time, its fields set directly when TimeSpan's checks pass (aware, in order, a known
+    granularity); otherwise the validating constructor, which raises the error it always did."""
+    if start.utcoffset() is not None and end.utcoffset() is not None and granularity in GRANULARITIES \
+            and not end < start:
+        span = object.__new__(TimeSpan)
+        for setter, value in zip(_TIME_SETTERS, (start, end, granularity, text)):
+            setter(span, value)
+        return span
+    return TimeSpan(start=start, end=end, granularity=granularity, text=text)
+
+
 def _build_record(row: Sequence[Any]) -> MemoryRecord:
     """A record from a row of RECORD_COLUMNS.
 
     Fields are set without MemoryRecord's __init__ when the cheap checks pass (known type and
     tags, aware times, a count >= 0); a row edited by hand into something invalid goes through
     the validating constructor and raises the error it always did."""
-    time = None
-    if row[6] is not None:
-        time = TimeSpan(start=datetime.fromisoformat(row[6]), end=datetime.fromisoformat(row[7]),
-                        granularity=row[8], text=row[9] or "")  # fmt: skip
+    time = None if row[6] is None else _time_span(datetime.fromisoformat(row[6]), datetime.fromisoformat(row[7]),
+                                                  row[8], row[9] or "")
     source = None if row[14] is None else SourcePointer.from_dict(from_json(row[14]))
     created = datetime.fromisoformat(row[15])
     reinforced, valid_from, invalid_at, said_at = _dt(row[16]), _dt(row[18]), _dt(row[19]), _dt(row[21])
