@@ -363,8 +363,13 @@ class SharedSQL:
             params = [(int(event_id), user_id, int(r.record_id), to_json(r.to_dict())) for r in rows]
         if not params:
             return
+        sql = "INSERT INTO scores (event_id, user_id, record_id, row) VALUES (?, ?, ?, ?)"
+        if len(params) == 1:  # one statement is atomic by itself: no savepoint inside the retrieval's transaction
+            with self._write_one() as conn:
+                self._run(conn, sql, params[0])
+            return
         with self._write() as conn:
-            self._run_many(conn, "INSERT INTO scores (event_id, user_id, record_id, row) VALUES (?, ?, ?, ?)", params)
+            self._run_many(conn, sql, params)
 
     def scores(self, event_id: int) -> list[ScoreRow]:
         with self._read() as conn:
