@@ -168,6 +168,11 @@ def test_interleaved_run_same_queries_and_shares(fake_ref, monkeypatch):
     assert result["config"]["reference"]["version"] == "9.9.9-fake"
     table = ref.format_reference_table(result)
     assert "ref p50" in table and f"{n:>8}" in table
+    # memlab's own stage medians over the interleaved queries, printed under the table
+    stages = row["memlab"]["stages_p50_ms"]
+    assert {"parse", "bm25", "dense", "read", "dim", "rank", "log"} <= set(stages)
+    assert all(ms >= 0 for ms in stages.values())
+    assert f"memlab N={n}, stages p50 ms (interleaved): parse" in table
 
 
 def test_unavailable_reference_exits_nonzero_and_says_so(monkeypatch, capsys, tmp_path):
