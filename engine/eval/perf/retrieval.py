@@ -84,12 +84,13 @@ def stored_vectors(corpus: synthetic_corpus, records: list, record_vectors: str,
 
 def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str,
           record_vectors: str = "synthetic"):
-    """Bulk-load N records for the user and 10 % more over the others; (user's vectors, rows, seconds).
+    """Bulk-load N records for the user and 10 % more over the others; (user's vectors, their ids, rows,
+    seconds).
     Only `add_records` is timed (a hash embedding is made before it)."""
     embedder = HashEmbeddings(corpus.dim)
     extra = max(1, n // 10)
     others = [f"other-{i}" for i in range(other_users)]
-    main_vecs, t_ingest, done = [], 0.0, 0
+    main_vecs, main_ids, t_ingest, done = [], [], 0.0, 0
     with bulk_loading(store) as bulk:  # its index build counts as ingest time
         for start in range(0, n, BATCH):
             m = min(BATCH, n - start)
@@ -100,22 +101,25 @@ def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progre
                 recs = corpus.records(uid, cnt, BENCH_NOW)
                 vecs = stored_vectors(corpus, recs, record_vectors, embedder)
                 t0 = time.perf_counter()
-                store.add_records(recs, vecs)
+                added = store.add_records(recs, vecs)
                 t_ingest += time.perf_counter() - t0
                 done += cnt
                 if uid == USER:
                     main_vecs.append(vecs)
+                    main_ids.extend(r.id for r in added)
             if progress:
                 progress(f"{label}: {start + m}/{n} records of the user")
-    return np.concatenate(main_vecs), done, t_ingest + bulk.seconds
+    return np.concatenate(main_vecs), main_ids, done, t_ingest + bulk.seconds
 
 
-def _dense_recall(store: Any, corpus: synthetic_corpus, main: np.ndarray, picks: np.ndarray, k: int) -> float:
-    """The store's dense top-k against exact cosine, for query vectors near the user's records."""
+def _dense_recall(store: Any, corpus: synthetic_corpus, main: np.ndarray, ids_in_order: list[int],
+                  picks: np.ndarray, k: int) -> float:
+    """The store's dense top-k against exact cosine, for query vectors near the user's records
+    (`main`, whose ids `ids_in_order` are: the records are not read back, which would build every one
+    of them in this process, a warm cache the timed retrievals must not get)."""
     dim = main.shape[1]
     qvecs = main[picks] + 0.6 * corpus.rng.standard_normal((len(picks), dim)).astype(np.float32) / np.sqrt(dim)
     qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
-    ids_in_order = [r.id for r in store.records(USER)]
     kk = min(k, len(ids_in_order))
     out = []
     for q in qvecs:
@@ -237,12 +241,14 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
     with tempfile.TemporaryDirectory(prefix="memlab-bench-") as tmpdir:
         store = STORE_FACTORIES[name](tmpdir, dim)
         try:
-            main, done, t_ingest = _fill(store, corpus, n, other_users, progress, f"{name} N={n}", record_vectors)
+            main, main_ids, done, t_ingest = _fill(store, corpus, n, other_users, progress, f"{name} N={n}",
+                                                   record_vectors)
             checkpoint(store)
             size = _file_bytes(getattr(store, "path", None))
             total = store.count_records()
             texts = [corpus.sentence(3, 6) for _ in range(queries)]
-            picks = corpus.rng.integers(0, n, size=queries)
+            recall = _dense_recall(store, corpus, main, main_ids, corpus.rng.integers(0, n, size=queries),
+                                   config.candidate_k)
             engine = MemoryEngine(config, store=store, clock=VirtualClock(BENCH_NOW), embedder=HashEmbeddings(dim))
             lat, stages, cands = _time_retrievals(engine, texts)
             turn = None
@@ -255,9 +261,6 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
                 turn = percentile_ms(tl, 50)
             keyword = _time_keyword(store, common_word(corpus), config.candidate_k, queries)
             rss = _rss_mb()
-            # last: the check reads every record of the user, which builds them all in this process
-            # (kept by their rows), a warm cache the timed retrievals and the RSS must not get
-            recall = _dense_recall(store, corpus, main, picks, config.candidate_k)
         finally:
             store.close()
         copies = _dir_bytes(str(getattr(store, "path", "")) + ".vectors")  # beside the file, never the truth
