@@ -334,7 +334,7 @@ def test_a_large_users_tables_follow_appends_and_supersedes():
 
         for word in ("alpha", "gamma", "theta kappa"):
             same(word)
-        assert store._doclens.index("u1", store.conn).direct
+        assert store._doclens.indexed("u1", store.conn)[1].direct
         for round_ in range(3):  # appended rows (the index grows), supersedes (validity changes)
             new = store.add_records([rec("u1", f"alpha gamma {WORDS[round_]}") for _ in range(20)], [v] * 20)
             for old in rows[round_ * 50: round_ * 50 + 10]:

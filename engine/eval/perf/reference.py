@@ -40,7 +40,6 @@ import numpy as np
 from engine.core.clock import VirtualClock
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, DIM, STORE_FACTORIES, synthetic_corpus
-from engine.eval.perf.stages import format_stages, stage_medians
 from engine.eval.perf.retrieval import (
     BATCH,
     SESSION,
@@ -51,6 +50,7 @@ from engine.eval.perf.retrieval import (
     percentile_ms,
     stored_vectors,
 )
+from engine.eval.perf.stages import format_stages, stage_medians
 from engine.roles.embeddings import HashEmbeddings
 
 __all__ = [

@@ -143,7 +143,7 @@ def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "record
     (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
     inside a transaction, or when `lengths` (a `doc_lengths` cache, read instead of the docsize
     table) lacks a matching row. `postings`: a `Postings` cache read instead of the vocab table;
-    `index`: an IdIndex of `lengths`' ids (`DocLengths.index`)."""
+    `index`: an IdIndex of `lengths`' ids (`DocLengths.indexed`)."""
     if not scorable(terms):
         return None
     if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
@@ -194,7 +194,7 @@ class DocLengths:
     """Per-user `doc_lengths` caches of `records_fts`, patched by the store's own writes.
 
     `noted(user, conn, ids)` re-reads the docsize of rows just written (inside the write's
-    transaction); `get` merges them in, building the user's cache on first use; `index` finds ids in
+    transaction); `get` merges them in, building the user's cache on first use; `indexed` finds ids in
     it (an IdIndex: extended when rows were appended, else made again on first use after a change).
     The store drops everything on a rollback or another connection's commit, and a user on
     forget_user.
@@ -241,13 +241,13 @@ class DocLengths:
                 self._indexes[user_id] = index.extended(known[0])
         return known
 
-    def index(self, user_id: str, conn: Any) -> IdIndex:
-        """An IdIndex of the ids `get(user_id, conn)` returns (read through `get`, pending rows merged)."""
+    def indexed(self, user_id: str, conn: Any) -> tuple[tuple[np.ndarray, np.ndarray], IdIndex]:
+        """`get(user_id, conn)` and an IdIndex of its ids (pending rows merged first)."""
         known = self.get(user_id, conn)
         got = self._indexes.get(user_id)
         if got is None:
             got = self._indexes[user_id] = IdIndex(known[0])
-        return got
+        return known, got
 
 
 def _merge(known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:

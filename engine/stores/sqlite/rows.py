@@ -96,15 +96,21 @@ _TIME_SETTERS = tuple(getattr(TimeSpan, f.name).__set__ for f in fields(TimeSpan
 _SOURCE_SETTERS = tuple(getattr(SourcePointer, f.name).__set__ for f in fields(SourcePointer))
 
 
-def _source(data: Mapping[str, Any]) -> SourcePointer:
-    """`SourcePointer.from_dict(data)` with the fields set directly: its frozen __init__ sets each by
-    object.__setattr__ and checks nothing (the same values; 3.4 -> 1.1 us, and every record has one)."""
-    out = object.__new__(SourcePointer)
-    for setter, value in zip(_SOURCE_SETTERS, (data["session_id"], tuple(map(int, data.get("message_ids", ()))),
-                                               data.get("speaker", "user"), data.get("reply_message_id"),
-                                               tuple(map(str, data.get("external_ids", ()))))):
+def _direct(cls: type, setters: Sequence[Any], values: Sequence[Any]) -> Any:
+    """An instance of the frozen slots dataclass `cls` with `values` set by its slots' `setters`, in
+    field order, without its __init__ (for values already checked, or that need no check)."""
+    out = object.__new__(cls)
+    for setter, value in zip(setters, values):
         setter(out, value)
     return out
+
+
+def _source(data: Mapping[str, Any]) -> SourcePointer:
+    """`SourcePointer.from_dict(data)` with the fields set directly: its frozen __init__ sets each by
+    object.__setattr__ and checks nothing (the same values; 3.4 -> 1.5 us, and every record has one)."""
+    return _direct(SourcePointer, _SOURCE_SETTERS,
+                   (data["session_id"], tuple(map(int, data.get("message_ids", ()))), data.get("speaker", "user"),
+                    data.get("reply_message_id"), tuple(map(str, data.get("external_ids", ())))))
 
 
 def _time_span(start: datetime, end: datetime, granularity: str, text: str) -> TimeSpan:
@@ -112,10 +118,7 @@ def _time_span(start: datetime, end: datetime, granularity: str, text: str) -> T
     granularity); otherwise the validating constructor, which raises the error it always did."""
     if start.utcoffset() is not None and end.utcoffset() is not None and granularity in GRANULARITIES \
             and not end < start:
-        span = object.__new__(TimeSpan)
-        for setter, value in zip(_TIME_SETTERS, (start, end, granularity, text)):
-            setter(span, value)
-        return span
+        return _direct(TimeSpan, _TIME_SETTERS, (start, end, granularity, text))
     return TimeSpan(start=start, end=end, granularity=granularity, text=text)
 
 
@@ -135,10 +138,7 @@ def _build_record(row: Sequence[Any]) -> MemoryRecord:
               row[20], row[0], said_at, bool(row[22]))
     if (row[3] in MEMORY_TYPES and _tags_known(row[4]) and row[17] >= 0 and created.tzinfo is not None
             and all(d is None or d.tzinfo is not None for d in (reinforced, valid_from, invalid_at, said_at))):
-        rec = object.__new__(MemoryRecord)
-        for setter, value in zip(_SETTERS, values):
-            setter(rec, value)
-        return rec
+        return _direct(MemoryRecord, _SETTERS, values)
     return MemoryRecord(**dict(zip(_FIELD_NAMES, values, strict=True)))
 
 

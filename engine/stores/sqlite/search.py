@@ -92,11 +92,11 @@ class SQLiteSearch:
             conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab "
                          "USING fts5vocab(main, records_fts, instance)")
             self._fts_vocab = True
-        lengths = self._doclens.get(user_id, conn)
+        lengths, index = self._doclens.indexed(user_id, conn)
         if len(lengths[0]) == 0:  # no indexed row of the user's: nothing to match (a new user's first turns)
             return []
         got = score_terms(conn, terms, vocab="temp.records_fts_vocab", lengths=lengths, postings=self._postings,
-                          index=self._doclens.index(user_id, conn))
+                          index=index)
         if got is None:
             return None
         ids, scores = got

@@ -100,7 +100,7 @@ class VectorPartition:
             self._index = {int(rid): i for i, rid in enumerate(self.ids[: self.n].tolist())}
         return self._index
 
-    def _bisect(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def _positions(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """(row, held) of each of `ids` (row 0 where not held) by an IdIndex; None unless the ids ascend (`index`)."""
         if self._sorted is None:
             self._sorted = bool(np.all(np.diff(self.ids[: self.n]) > 0))
@@ -113,16 +113,16 @@ class VectorPartition:
     def _found(self, ids: Sequence[int]) -> list[tuple[int, int]]:
         """(id, row) of those of `ids` the partition holds, in the order given."""
         ids = [int(rid) for rid in ids]
-        found = self._bisect(np.array(ids, dtype=np.int64))
+        found = self._positions(np.array(ids, dtype=np.int64))
         if found is None:
             return [(rid, self.index[rid]) for rid in ids if rid in self.index]
         at, held = found
         return [(rid, i) for rid, i, h in zip(ids, at.tolist(), held.tolist(), strict=True) if h]
 
     def current_mask(self, ids: np.ndarray) -> np.ndarray | None:
-        """Whether each of `ids` is current, None unless the partition holds them all (and finds
-        them by bisection)."""
-        found = self._bisect(ids)
+        """Whether each of `ids` is current, None unless the partition holds them all (and its ids
+        ascend, so `_positions` finds them)."""
+        found = self._positions(ids)
         if found is None or not bool(found[1].all()):
             return None
         return self.valid[found[0]].astype(bool)
