@@ -129,6 +129,20 @@ def test_perf_main_prints_one_table_and_writes_json_with_run_metadata(tmp_path, 
     assert doc["session"]["turns"] == 12 and doc["session"]["marks"][0]["mark"] == 10
     assert doc["sizes"]["150"]["turn_p50_ms"] is not None
     assert format_table(doc) in text
+    # the machine's speed before and after the run, so a slow spell shows as one
+    probe = cfg["machine_probe"]
+    assert set(probe) == {"before", "after"}
+    assert all(set(p) == {"python", "numpy", "sqlite"} and all(ms > 0 for ms in p.values()) for p in probe.values())
+    assert "machine probe ms (before / after the run): python" in text
+
+
+def test_the_machine_probe_line_reads_what_a_run_recorded():
+    from engine.eval.runinfo import format_probe
+
+    assert format_probe(None) is None and format_probe({}) is None  # results written before the probe
+    line = format_probe({"before": {"python": 3.0, "numpy": 0.5}, "after": {"python": 4.25, "numpy": 0.75}})
+    assert line == "machine probe ms (before / after the run): python 3.00 / 4.25, numpy 0.50 / 0.75"
+    assert format_probe({"before": {"sqlite": 1.0}}) == "machine probe ms (before / after the run): sqlite 1.00"
 
 
 def test_records_can_be_stored_with_their_texts_hash_embedded_like_the_questions(monkeypatch):

@@ -173,6 +173,9 @@ def test_interleaved_run_same_queries_and_shares(fake_ref, monkeypatch):
     assert {"parse", "bm25", "dense", "read", "dim", "rank", "log"} <= set(stages)
     assert all(ms >= 0 for ms in stages.values())
     assert f"memlab N={n}, stages p50 ms (interleaved): parse" in table
+    probe = result["config"]["machine_probe"]  # the machine's speed before and after, as measured
+    assert set(probe) == {"before", "after"} and all(ms > 0 for p in probe.values() for ms in p.values())
+    assert "machine probe ms (before / after the run): python" in table
 
 
 def test_unavailable_reference_exits_nonzero_and_says_so(monkeypatch, capsys, tmp_path):

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sqlite3
+import statistics
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "machine", "package_versions", "sqlite_versions", "write_json"]
+__all__ = ["format_probe", "git_commit", "machine", "machine_probe", "package_versions", "sqlite_versions", "write_json"]
 
 
 def git_commit() -> str | None:
@@ -27,6 +30,67 @@ def git_commit() -> str | None:
 def machine() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "machine": platform.machine(), "platform": platform.platform(),
             "python": platform.python_version()}
+
+
+def machine_probe(repeats: int = 7) -> dict[str, float]:
+    """How long this machine takes, right now, for three fixed pieces of work of the kinds a
+    retrieval is made of (milliseconds, median of `repeats`): `python`, dict lookups and a sort of
+    5k small tuples; `numpy`, a float32 matrix-vector product over 10k x 384 (15 MB, streamed as
+    dense search streams its partition); `sqlite`, 1,000 inserts into an in-memory indexed table,
+    one commit, and 500 lookups by key. Nothing of memlab's runs in it.
+
+    The machine's speed drifts (up to 2x within an hour here), so a benchmark takes the probe
+    before and after its run: a stage that moved with the probe moved with the machine, not with
+    the code. The figures are reported as measured, never used to scale a result."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    mat = rng.standard_normal((10_000, 384), dtype=np.float32)
+    vec = rng.standard_normal(384, dtype=np.float32)
+    keys = [(i * 7919) % 5_000 for i in range(5_000)]
+
+    def python_work() -> None:
+        table = {k: i for i, k in enumerate(keys)}
+        sum(table[k] for k in keys[::2])
+        sorted((k % 97, str(k)) for k in keys)
+
+    def numpy_work() -> None:
+        np.einsum("ij,j->i", mat, vec)
+
+    def sqlite_work() -> None:
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.execute("CREATE TABLE t (k INTEGER, v TEXT)")
+            conn.execute("CREATE INDEX t_k ON t (k)")
+            with conn:
+                conn.executemany("INSERT INTO t VALUES (?, ?)", ((k, f"value {k}") for k in keys[:1000]))
+            for k in keys[:500]:
+                conn.execute("SELECT v FROM t WHERE k = ?", (k,)).fetchone()
+        finally:
+            conn.close()
+
+    return {name: _median_ms(work, repeats) for name, work in
+            (("python", python_work), ("numpy", numpy_work), ("sqlite", sqlite_work))}
+
+
+def _median_ms(work: Callable[[], None], repeats: int) -> float:
+    work()  # warm: first-call costs are not the machine's speed
+    times = []
+    for _ in range(max(1, int(repeats))):
+        t0 = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 3)
+
+
+def format_probe(probe: dict[str, dict[str, float]] | None) -> str | None:
+    """"machine probe ms (before / after): python 4.10 / 4.20, ..." for a run's `machine_probe`
+    ({"before": ..., "after": ...}); None when the run has none (results written before it)."""
+    if not probe or "before" not in probe:
+        return None
+    before, after = probe["before"], probe.get("after") or {}
+    cells = [f"{k} {v:.2f} / {after[k]:.2f}" if k in after else f"{k} {v:.2f}" for k, v in before.items()]
+    return "machine probe ms (before / after the run): " + ", ".join(cells)
 
 
 def package_versions(names: Sequence[str]) -> dict[str, str]:

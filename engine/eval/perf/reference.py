@@ -51,6 +51,7 @@ from engine.eval.perf.retrieval import (
     stored_vectors,
 )
 from engine.eval.perf.stages import format_stages, stage_medians
+from engine.eval.runinfo import format_probe
 from engine.roles.embeddings import HashEmbeddings
 
 __all__ = [
@@ -317,6 +318,7 @@ def run_against_reference(
     from engine.eval.runinfo import (
         git_commit,
         machine,
+        machine_probe,
         package_versions,
         sqlite_versions,
     )
@@ -325,6 +327,7 @@ def run_against_reference(
     if python is None:
         python = ensure_reference_python(spec, progress=progress)
     cfg = bench_config(k)
+    probe = {"before": machine_probe()}
     with ReferenceWorker(python, module=module, pythonpath=pythonpath) as worker:
         hello = worker.request("hello")
         per_size = {}
@@ -345,6 +348,7 @@ def run_against_reference(
                       "formula_params": "TimeMemoryFormulaParam() defaults, no LLM"},
         **machine(), "versions": {**sqlite_versions(), **package_versions(("numpy", "langchain-core", "memlab"))},
         "git_commit": git_commit(), "run_at": None if at is None else at.isoformat(),
+        "machine_probe": {**probe, "after": machine_probe()},  # the machine's speed, not the code's
     }
     return {"config": config, "against": "reference", "sizes": per_size}
 
@@ -363,6 +367,7 @@ def format_reference_table(result: dict[str, Any]) -> str:
         f"({cfg['other_users']} others x {cfg['other_fraction']:g} N), {cfg['embedder']}, "
         f"record vectors {cfg.get('record_vectors', 'synthetic')}, "
         f"{cfg.get('cores')} cores; ms per retrieval, each side timed in its own process",
+        *([probe] if (probe := format_probe(cfg.get("machine_probe"))) else []),
         f"{'N':>8}{'ref p50':>9}{'ref p95':>9}{'memlab p50':>11}{'memlab p95':>11}{'ratio p50':>10}"
         f"{'ref scored':>11}{'memlab scored':>14}{'memlab searched':>16}",
     ]
