@@ -6,13 +6,14 @@ import sqlite3 as stdlib_sqlite3
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from store_conformance import T0, rec
 
 from engine.core.text import fts_query, index_text, user_key
 from engine.stores.sqlite import SQLiteStore
-from engine.stores.sqlite.bm25 import best, doc_lengths, score_terms, varints
+from engine.stores.sqlite.bm25 import DocLengths, best, doc_lengths, doc_lengths_packed, score_terms, varints
 from engine.stores.sqlite.driver import sqlite_module
 
 sqlite3 = sqlite_module() or stdlib_sqlite3  # the engine's driver: contentless_delete where SQLite has it
@@ -73,6 +74,34 @@ def test_phrases_and_folded_terms_are_left_to_fts5():
     assert score_terms(conn, ["abc def"], vocab="temp.fv") is None
     assert score_terms(conn, ["Alpha"], vocab="temp.fv") is None
     assert score_terms(conn, ["café"], vocab="temp.fv") is None
+
+
+@pytest.mark.parametrize("long_words", [40, 127, 128, 300])
+def test_a_users_lengths_read_in_one_row_equal_the_rows_or_decline(long_words):
+    """The packed read (one row: ids and docsize bytes concatenated) gives the row-by-row lengths
+    exactly while every document has fewer than 128 tokens (its docsize is one byte); a longer one
+    (a two-byte varint) makes it decline, and the cache is read row by row, the same lengths."""
+    store = SQLiteStore(":memory:", dim=4)
+    v = [1.0, 0.0, 0.0, 0.0]
+    try:
+        store.add_records([rec("u1", " ".join(WORDS[i % 10] for i in range(n))) for n in (3, long_words, 7)], [v] * 3)
+        store.add_records([rec("u2", "alpha beta")], [v])
+        conn = store.conn
+        rows = doc_lengths(conn, DocLengths.SQL, ("u1",))
+        assert len(rows[0]) == 3 and rows[1].tolist()[1] == long_words
+        packed = doc_lengths_packed(conn, DocLengths.PACKED_SQL, ("u1",))
+        if long_words < 128:
+            assert packed is not None
+            assert np.array_equal(packed[0], rows[0]) and np.array_equal(packed[1], rows[1])
+            assert packed[0].dtype == rows[0].dtype and packed[1].dtype == rows[1].dtype
+        else:
+            assert packed is None
+        cache = DocLengths().get("u1", conn)
+        assert np.array_equal(cache[0], rows[0]) and np.array_equal(cache[1], rows[1])
+        none = doc_lengths_packed(conn, DocLengths.PACKED_SQL, ("nobody",))
+        assert none is not None and len(none[0]) == len(none[1]) == 0
+    finally:
+        store.close()
 
 
 def test_varints_round_trip_sqlite_encoding():

@@ -30,8 +30,8 @@ import numpy as np
 from engine.core.lru import LRU
 from engine.stores.sqlite.idindex import IdIndex
 
-__all__ = ["K1", "B", "DocLengths", "Postings", "averages", "best", "doc_lengths", "scorable", "score_terms",
-           "varints"]
+__all__ = ["K1", "B", "DocLengths", "Postings", "averages", "best", "doc_lengths", "doc_lengths_packed", "scorable",
+           "score_terms", "varints"]
 
 K1 = 1.2
 B = 0.75
@@ -104,11 +104,39 @@ def _lengths(conn: Any, table: str, ids: np.ndarray) -> np.ndarray:
 def doc_lengths(conn: Any, sql: str, params: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
     """(ids ascending, token counts) of the rows `sql` selects as (id, docsize blob): the cache
     `score_terms` takes, e.g. one user's rows of `records` joined to `records_fts_docsize`."""
-    rows = conn.execute(sql, params).fetchall()
+    return _sorted_by_id(*_rows_lengths(conn.execute(sql, params).fetchall()))
+
+
+def doc_lengths_packed(conn: Any, sql: str, params: tuple = ()) -> tuple[np.ndarray, np.ndarray] | None:
+    """`doc_lengths` from one row instead of one per document: `sql` selects (the ids joined by ",",
+    the docsize blobs' hex joined by "", the row count, the shortest and the longest blob) over the same rows,
+    e.g. `DocLengths.PACKED_SQL`. Every blob being one byte below 0x80 (one column of fewer than
+    128 tokens: a varint of one byte is its value), the lengths are those bytes; otherwise None
+    (the caller reads the rows). A user's first keyword search builds the cache: at 1M records
+    0.37-0.52 s this way against 0.71-0.94 s row by row (a million row objects made and decoded),
+    at 10k 5.5-6.0 against 9.5-22.8 ms (measured alternately on one file; the join alone is ~0.1 s
+    at 1M, the hex and the concatenation the rest)."""
+    ids_text, hexes, count, shortest, longest = conn.execute(sql, params).fetchone()
+    if not count:
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    if shortest != 1 or longest != 1 or len(hexes) != 2 * count:
+        return None
+    lens = np.frombuffer(bytes.fromhex(hexes), dtype=np.uint8)
+    ids = np.fromstring(ids_text, dtype=np.int64, sep=",")  # type: ignore[call-overload]
+    if bool((lens >= 0x80).any()) or len(ids) != count:
+        return None
+    return _sorted_by_id(ids, lens.astype(np.float64))
+
+
+def _rows_lengths(rows: list) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, token counts) of (id, docsize blob) rows, in their order."""
     sizes: dict[bytes, int] = {}  # a row's blob is a few bytes of a few dozen values: decode each once
     lens = np.fromiter((sizes.get(sz) or sizes.setdefault(sz, sum(varints(bytes(sz)))) for _, sz in rows),
                        dtype=np.float64, count=len(rows))  # fmt: skip
-    ids = np.fromiter((i for i, _ in rows), dtype=np.int64, count=len(rows))
+    return np.fromiter((i for i, _ in rows), dtype=np.int64, count=len(rows)), lens
+
+
+def _sorted_by_id(ids: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
         order = np.argsort(ids, kind="stable")
         ids, lens = ids[order], lens[order]
@@ -201,6 +229,10 @@ class DocLengths:
     """
 
     SQL = "SELECT r.id, d.sz FROM records r JOIN records_fts_docsize d ON d.id = r.id WHERE r.user_id = ?"
+    #: The same rows as one row (`doc_lengths_packed`); both concatenations walk the join in one order.
+    PACKED_SQL = ("SELECT group_concat(r.id, ','), group_concat(hex(d.sz), ''), count(*), min(length(d.sz)), "
+                  "max(length(d.sz)) "
+                  "FROM records r JOIN records_fts_docsize d ON d.id = r.id WHERE r.user_id = ?")
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -230,7 +262,8 @@ class DocLengths:
     def get(self, user_id: str, conn: Any) -> tuple[np.ndarray, np.ndarray]:
         known = self._known.get(user_id)
         if known is None:
-            known = self._known[user_id] = doc_lengths(conn, self.SQL, (user_id,))
+            known = doc_lengths_packed(conn, self.PACKED_SQL, (user_id,))
+            known = self._known[user_id] = known if known is not None else doc_lengths(conn, self.SQL, (user_id,))
             self._indexes.pop(user_id, None)
         pending = self._pending.pop(user_id, None)
         if pending:
