@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.core.errors import ConfigError
 from engine.roles.embeddings import HashEmbeddings, MiniLMEmbeddings, make_embedder
@@ -18,6 +20,35 @@ def test_hash_embeddings_are_deterministic_normalised_and_lexical():
     assert cos(q, a) > cos(q, h.embed_query("my cat likes tuna"))
     assert np.linalg.norm(h.embed_query("")) == pytest.approx(1.0)  # empty text still a unit vector
     assert HashEmbeddings(64).embed_query("北京朝阳区") == h.embed_query("北京朝阳区")
+
+
+@settings(max_examples=25, deadline=None)
+@given(batches=st.lists(st.lists(st.text(alphabet="abcdefghij klmnop北京", max_size=60), max_size=30), min_size=1,
+                        max_size=12),
+       cache_tokens=st.sampled_from([5, 40, 100_000]))
+def test_a_kept_vocabulary_embeds_exactly_as_a_fresh_one(batches, cache_tokens):
+    """Texts embedded after any number of earlier batches (the token tables grown in place, or
+    forgotten when full) get the vectors a fresh embedder gives them, to the last bit."""
+    h = HashEmbeddings(48)
+    h.cache_tokens = cache_tokens
+    for texts in batches:
+        got = h.embed_array(texts)
+        for text, row in zip(texts, got, strict=True):
+            assert np.array_equal(row, HashEmbeddings(48).embed_array([text])[0])
+
+
+def test_new_words_are_appended_to_the_kept_tables_not_copied_with_them():
+    """Hashing a question's one new word must not cost the whole kept vocabulary (an agent's grows
+    with its history): the tables grow by doubling, so most new words are written in place."""
+    h = HashEmbeddings(32)
+    grown = 0
+    for i in range(3000):
+        before = h._word_b
+        h.embed_query(f"word{i} and the same words again")
+        grown += h._word_b is not before
+    assert h._n_tokens == len(h._ids) == 3000 + 5
+    assert grown <= 3  # 1024 -> 2048 -> 4096 rows: the tables were replaced twice, not 3000 times
+    assert h.embed_query("word7 and") == HashEmbeddings(32).embed_query("word7 and")
 
 
 def test_huge_input_is_truncated_not_hashed_whole():

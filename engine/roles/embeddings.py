@@ -34,6 +34,13 @@ def _feature_hash(feature: str) -> int:
     return int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
 
 
+def _grown(arr: np.ndarray, size: int) -> np.ndarray:
+    """`arr` with room for `size` entries, its entries kept (the rest zeros)."""
+    out = np.zeros(size, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
 class HashEmbeddings(Embeddings):
     """Feature-hashed bag of tokens + character trigrams, L2-normalised (deterministic)."""
 
@@ -55,8 +62,15 @@ class HashEmbeddings(Embeddings):
     cache_tokens = 100_000
 
     def _reset_cache(self) -> None:
-        """Token -> id, and per id: its word feature (bucket, signed weight) and its trigrams' slice."""
+        """Token -> id, and per id: its word feature (bucket, signed weight) and its trigrams' slice.
+
+        The tables are arrays with room to spare, filled up to `_n_tokens` and `_n_trigrams`: new
+        tokens are written after the last and the room doubles when it runs out, so hashing a new
+        word costs what the word does. (Concatenating whole tables per new word cost the cache's
+        size: a question with one new word took 0.07 ms with 1k tokens kept, 0.36 ms with 20k and
+        2.7 ms with 90k, and an agent's vocabulary grows with its history: names, numbers.)"""
         self._ids: dict[str, int] = {}
+        self._n_tokens = self._n_trigrams = 0
         self._word_b = np.zeros(0, dtype=np.int64)
         self._word_w = np.zeros(0)
         self._tri_start = np.zeros(0, dtype=np.int64)
@@ -78,13 +92,21 @@ class HashEmbeddings(Embeddings):
             tw.extend(0.3 * x for x in signs[1:])
             tl.append(len(hashes) - 1)
             self._ids[token] = len(self._ids)
-        starts = len(self._tri_b) + np.concatenate([[0], np.cumsum(tl)[:-1]]).astype(np.int64)
-        self._word_b = np.concatenate([self._word_b, np.array(wb, dtype=np.int64)])
-        self._word_w = np.concatenate([self._word_w, np.array(ww)])
-        self._tri_start = np.concatenate([self._tri_start, starts])
-        self._tri_len = np.concatenate([self._tri_len, np.array(tl, dtype=np.int64)])
-        self._tri_b = np.concatenate([self._tri_b, np.array(tb, dtype=np.int64)])
-        self._tri_w = np.concatenate([self._tri_w, np.array(tw)])
+        n, m, k, t = self._n_tokens, self._n_trigrams, len(tokens), len(tb)
+        if n + k > len(self._word_b):
+            cap = max(n + k, 2 * len(self._word_b), 1024)
+            self._word_b, self._word_w, self._tri_start, self._tri_len = (
+                _grown(a, cap) for a in (self._word_b, self._word_w, self._tri_start, self._tri_len))
+        if m + t > len(self._tri_b):
+            cap = max(m + t, 2 * len(self._tri_b), 8192)
+            self._tri_b, self._tri_w = _grown(self._tri_b, cap), _grown(self._tri_w, cap)
+        self._word_b[n:n + k] = wb
+        self._word_w[n:n + k] = ww
+        self._tri_len[n:n + k] = tl
+        self._tri_start[n:n + k] = m + np.concatenate([[0], np.cumsum(tl)[:-1]]).astype(np.int64)
+        self._tri_b[m:m + t] = tb
+        self._tri_w[m:m + t] = tw
+        self._n_tokens, self._n_trigrams = n + k, m + t
 
     def _matrix(self, texts: Sequence[str]) -> np.ndarray:
         """One float32 row per text, L2-normalised; a text without tokens gets the unit vector e0.
