@@ -24,17 +24,8 @@ from engine.core.forgetting import gate_time, half_life
 from engine.core.frozen import FrozenMap
 from engine.core.records import TAGS
 
-__all__ = [
-    "Weights",
-    "MemoryConfig",
-    "PRESETS",
-    "VOCATIONS",
-    "COMPARISON_PRESETS",
-    "preset_names",
-    "validate_weights",
-    "repair_weights",
-    "DEFAULT_PRESET",
-]
+__all__ = ["Weights", "MemoryConfig", "PRESETS", "VOCATIONS", "COMPARISON_PRESETS", "preset_names", "validate_weights",
+           "repair_weights", "DEFAULT_PRESET"]
 
 DEFAULT_PRESET = "customer service"
 
@@ -218,6 +209,7 @@ class MemoryConfig:
     safety_seats: int = 1  # seats held by "safety" records (allergies, medical, legal, accessibility), relevance or not
     reinforce_on: str = "use"  # "use": restated or used in the reply, once per session | "injection": the first seed's
     injection_budget: int = 600  # tokens of injected records at most
+    profile_budget: int = 400  # tokens of profile lines a prompt, extractor or inducer is shown (engine.memory.profileview)
     candidate_k: int = 50  # per retrieval path
     source_context: float = 0.0  # share of a record's vector taken from its source messages' text (0: off)
     score_log_rows: int = 24  # scoring rows per retrieval: every seated or held-back one + the best N (at most 3 below the bar; 0: all)
@@ -412,7 +404,7 @@ NUMBER_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {
 INTEGER_MINIMUMS: dict[str, int] = {"context_budget": 1, "top_k": 1, "injection_budget": 1, "candidate_k": 1, "window": 2,
                                     "keep_recent": 0, "overlap": 0, "safety_seats": 0, "score_log_rows": 0, "bm25_prefix": 0,
                                     "log_full_turns": 0, "induct_min_records": 1, "message_candidates": 0, "message_per_turn": 0,
-                                    "diversity_pool": 1}
+                                    "diversity_pool": 1, "profile_budget": 1}
 TRIGGERS: tuple[str, ...] = ("fraction", "tokens", "messages")
 RETRIEVAL_POLICIES: tuple[str, ...] = ("per_turn", "on_event")
 

@@ -19,6 +19,7 @@ from engine.memory.context import EngineContext
 from engine.memory.extraction import Window, call_extractor, profile_name, says_nothing, to_records, windows
 from engine.memory.gate import cue_events, mature_prefix
 from engine.memory.profile import induct, keep_profile_hint, profile_corrections
+from engine.memory.profileview import model_view
 from engine.memory.results import EventOutcome
 from engine.memory.retrieval import record_text
 from engine.memory.update import UpdateStats, apply_updates
@@ -103,7 +104,7 @@ def _extract_window(ctx: EngineContext, user_id: str, session_id: str, window: W
     chunk = window.new
     profile = store.get_profile(user_id)
     inp = window.as_input(user_id, session_id, profile_name(profile),
-                          {k: list(v) for k, v in profile.fields.items()} if cfg.induct_in_extraction else None)
+                          model_view(profile, cfg.profile_budget, ctx.counter) if cfg.induct_in_extraction else None)
     # a window of questions about what memory holds ("when does my order arrive?", an order on record)
     skipped = cfg.skip_contentless and says_nothing(
         chunk, known=lambda word: bool(store.search_bm25(user_id, word, k=1, include_invalid=True)))

@@ -20,7 +20,9 @@ from engine.core.attributes import attribute_of
 from engine.core.forgetting import maturity
 from engine.core.records import MemoryRecord, ProfileHistoryEntry, UserProfile
 from engine.core.text import content_tokens
+from engine.core.tokens import TokenCounter
 from engine.memory.context import EngineContext
+from engine.memory.profileview import ProfileBudget, in_profile_order, model_view, ranked_values, shown_profile
 from engine.memory.update import record_view
 from engine.roles.types import InductionInput, InductionOutput
 from engine.stores.base import Store
@@ -155,7 +157,8 @@ def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Se
             out = given
         else:
             out = ctx.call_role("inducer", ctx.models.inducer.induct, InductionInput(
-                profile={k: list(v) for k, v in profile.fields.items()}, records=[record_view(r) for r in current]))
+                profile=model_view(profile, ctx.config.profile_budget, ctx.counter),
+                records=[record_view(r) for r in current]))
         out = InductionOutput.model_validate(out, from_attributes=True)  # junk output: a logged error
     except Exception as exc:
         ctx.log(user_id, session_id, "error", {"step": "induct", "error": f"{type(exc).__name__}: {exc}"},
@@ -209,34 +212,53 @@ def _sourced(old: UserProfile, after: Mapping[str, tuple[str, ...]], added: Mapp
 
 
 def profile_for_prompt(store: Store, profile: UserProfile, excluded: Mapping[int, str],
-                       records: Mapping[int, MemoryRecord]) -> tuple[UserProfile, list[str], dict[str, str]]:
+                       records: Mapping[int, MemoryRecord], *, budget: int | None = None,
+                       counter: TokenCounter | None = None) -> tuple[UserProfile, list[str], dict[str, str], int]:
     """The profile a prompt shows: under the curve, not written back. Returns the profile, the
-    values held back, and each shown value's date (when its newest source was said).
+    values held back, each shown value's date (when its newest source was said), and how many
+    values the `budget` left out (engine.memory.profileview; None: every value, the whole profile).
 
     A value goes when every record it rests on is superseded, and when it states the old value of
     an attribute whose record the live window supersedes ("lives in Chengdu" while the user just
     said they moved); the next event's supersede and induction correct the stored profile itself.
+    With a budget, values are taken in `ranked_values` order and their sources read a chunk at a
+    time, so a turn reads the sources of the values it may show, never all of them.
     """
-    ids = sorted({i for vals in profile.sources.values() for rid in vals.values() for i in rid})
-    src = {r.id: r for r in store.get_records(profile.user_id, ids)} if ids else {}
+    pairs = ranked_values(profile)
+    admit = ProfileBudget(budget, counter) if budget is not None and counter is not None else None
     dates: dict[str, str] = {}
-    gone: list[str] = []
-    kept: dict[str, tuple[str, ...]] = {}
-    for key, values in profile.fields.items():
-        keep = []
-        for v in values:
+    gone: list[tuple[str, str]] = []
+    kept: list[tuple[str, str]] = []
+    step = _SOURCE_CHUNK if admit is not None else max(1, len(pairs))  # without a budget: one read of all
+    for start in range(0, len(pairs), step):
+        if admit is not None and admit.full:
+            break
+        chunk = pairs[start:start + step]
+        ids = sorted({i for key, v in chunk for i in profile.sources_of(key, v)})
+        src = {r.id: r for r in store.get_records(profile.user_id, ids)} if ids else {}
+        for key, v in chunk:
+            if admit is not None and admit.full:
+                break
             sources = [src[i] for i in profile.sources_of(key, v) if i in src]
             if sources and not any(r.is_current for r in sources):
-                gone.append(v)
+                gone.append((key, v))
+                if admit is not None:
+                    admit.skip()
                 continue
             said = [r.said_at for r in sources if r.is_current and r.said_at]
-            if said:
-                dates[v] = max(said).date().isoformat()
-            keep.append(v)
-        kept[key] = tuple(keep)
-    profile = replace(profile, fields=kept)
-    shown, held = _live_held(profile, excluded, records)
-    return shown, gone + held, dates
+            date = max(said).date().isoformat() if said else None
+            if admit is not None and not admit.admit(key, v, date):
+                continue
+            if date is not None:
+                dates[v] = date
+            kept.append((key, v))
+    left_out = 0 if admit is None else len(pairs) - len(kept) - len(gone)
+    shown, held = _live_held(shown_profile(profile, kept), excluded, records)
+    return shown, [v for _, v in in_profile_order(profile, gone)] + held, dates, left_out
+
+
+#: Profile values whose source records one read takes (engine.memory.profileview's order).
+_SOURCE_CHUNK = 32
 
 
 def _live_held(profile: UserProfile, excluded: Mapping[int, str],

@@ -180,8 +180,9 @@ def inject(ctx: EngineContext, user_id: str, session_id: str, picks: Recall, eve
     if view is None:
         view = read_window(store, user_id, session_id, keep_recent=cfg.keep_recent)
     window = view.fitted(cfg.context_budget, ctx.counter)
-    profile, held_values, dates = profile_for_prompt(store, store.get_profile(user_id), picks.excluded,
-                                                     picks.candidates)
+    profile, held_values, dates, left_out = profile_for_prompt(store, store.get_profile(user_id), picks.excluded,
+                                                               picks.candidates, budget=cfg.profile_budget,
+                                                               counter=ctx.counter)
     prompt = build_prompt(core=cfg.core_prompt, profile=profile, records=picks.records, window=window,
                           counter=ctx.counter, assistant_replies=picks.replies, now=ctx.now(), value_dates=dates)
     ctx.log(user_id, session_id, "inject", {
@@ -192,6 +193,7 @@ def inject(ctx: EngineContext, user_id: str, session_id: str, picks: Recall, eve
         "window_messages": len(window),
         "assistant_recall": sorted(picks.replies),
         "profile_values_held": held_values,
+        **({"profile_values_left_out": left_out} if left_out else {}),  # past profile_budget: stored, not shown
     }, event_no=event.event_no if event else None)
     return prompt
 
