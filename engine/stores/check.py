@@ -32,6 +32,7 @@ from engine.core.errors import ConfigError, MemlabError
 from engine.core.scorelog import BATCH_RECORD_ID, ScoreColumns
 from engine.stores.check_content import check_content
 from engine.stores.dialect import from_json
+from engine.stores.profilelog import digest, rebuilt
 from engine.stores.sqlite import SQLiteStore, sqlite_module
 
 __all__ = ["check_main", "check_store", "summary"]
@@ -256,19 +257,42 @@ def _check_extract_events(q: Callable[..., list], t: _Tables) -> list[str]:
 
 
 def _check_profile_history(q: Callable[..., list], t: _Tables) -> list[str]:
-    """Profile history cites only the user's own records."""
+    """Profile history cites only the user's own records, and an entry stored as changes rebuilds,
+    from the one before it, the profile its digest names (engine.stores.profilelog)."""
     problems = []
-    for hid, uid, entry in q("SELECT id, user_id, entry FROM profile_history"):
+    tips: dict[str, dict | None] = {}
+    for hid, uid, entry in q("SELECT id, user_id, entry FROM profile_history ORDER BY id"):
         try:
-            rids = _ids(json.loads(entry).get("record_ids"))
+            obj = json.loads(entry)
+            rids = _ids(obj.get("record_ids"))
         except (ValueError, AttributeError):
             problems.append(f"profile history row {hid} of user {uid!r}: unreadable entry")
+            tips[uid] = None
             continue
         foreign = [r for r in rids if t.rec_owner.get(r) not in (None, uid)]
         if foreign:
             problems.append(f"cross-user reference: profile history row {hid} of user {uid!r} cites records "
                             f"{foreign} of other users")
+        tips[uid] = _history_tip(hid, uid, obj, tips.get(uid), problems)
     return problems
+
+
+def _history_tip(hid: int, uid: str, obj: dict, tip: dict | None, problems: list[str]) -> dict | None:
+    """The profile after this entry (None when it cannot be known), noting a broken chain."""
+    if "changes" not in obj:
+        return obj.get("after") if isinstance(obj.get("after"), dict) else None
+    if tip is None:
+        problems.append(f"profile history row {hid} of user {uid!r} holds changes to an entry that is not stored")
+        return None
+    try:
+        after = rebuilt(tip, obj)
+    except (KeyError, TypeError, AttributeError):
+        problems.append(f"profile history row {hid} of user {uid!r}: unreadable changes")
+        return None
+    if digest(after) != obj.get("after_digest"):
+        problems.append(f"profile history row {hid} of user {uid!r}: its changes do not rebuild the profile "
+                        "its digest names")
+    return after
 
 
 def _check_summaries(q: Callable[..., list], t: _Tables) -> list[str]:

@@ -33,6 +33,7 @@ from engine.core.records import (
 )
 from engine.core.scorelog import BATCH_RECORD_ID, ScoreColumns, score_rows
 from engine.stores.dialect import Dialect, from_json, to_json
+from engine.stores.profilelog import read_entries, stored_entry
 
 __all__ = ["COUNTED_TABLES", "USER_TABLES", "SharedSQL", "check_vector"]
 
@@ -240,18 +241,21 @@ class SharedSQL:
                 (profile.user_id, to_json(profile.to_dict()["fields"]), profile.version, main, aux_value,
                  to_json(profile.to_dict()["sources"])),
             )
-            if history is not None:
+            if history is not None:  # its changes to the last entry when it continues it (engine.stores.profilelog)
+                last = self._run(conn, "SELECT entry FROM profile_history WHERE user_id = ? ORDER BY id DESC LIMIT 1",
+                                 (history.user_id,)).fetchone()
+                tip = from_json(last[0]).get("after_digest") if last is not None else None
                 self._run(
                     conn,
                     "INSERT INTO profile_history (user_id, version, at, entry) VALUES (?, ?, ?, ?)",
                     (history.user_id, history.version, self.dialect.time_scalar(history.at),
-                     to_json(history.to_dict())),
+                     to_json(stored_entry(history, tip))),
                 )  # fmt: skip
 
     def profile_history(self, user_id: str) -> list[ProfileHistoryEntry]:
         with self._read() as conn:
             rows = self._run(conn, "SELECT entry FROM profile_history WHERE user_id = ? ORDER BY id", (user_id,))
-            return [ProfileHistoryEntry.from_dict(from_json(r[0])) for r in rows.fetchall()]
+            return read_entries(user_id, [from_json(r[0]) for r in rows.fetchall()])
 
     # -- cursors and settings -----------------------------------------------------------------------
 
