@@ -8,13 +8,14 @@ import platform
 import sqlite3
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["format_probe", "git_commit", "machine", "machine_probe", "package_versions", "sqlite_versions", "write_json"]
+__all__ = ["format_probe", "git_commit", "machine", "machine_probe", "package_versions", "probe_machine", "sqlite_versions", "write_json"]
 
 
 def git_commit() -> str | None:
@@ -71,6 +72,20 @@ def machine_probe(repeats: int = 7) -> dict[str, float]:
 
     return {name: _median_ms(work, repeats) for name, work in
             (("python", python_work), ("numpy", numpy_work), ("sqlite", sqlite_work))}
+
+
+def probe_machine() -> dict[str, float]:
+    """`machine_probe()` run in a child interpreter, so the measured process is left as it was: its
+    15 MB matrix, freed, raised glibc's mmap threshold in the benchmark's own process, after which
+    every large temporary came from the heap and stayed. A 1M-record run's RSS went 4.4 -> 7.7 GB
+    that way. Empty when the child fails (the figure is metadata, never a result)."""
+    code = "import json; from engine.eval.runinfo import machine_probe; print(json.dumps(machine_probe()))"
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                             cwd=Path(__file__).resolve().parents[2])
+        return json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {}
 
 
 def _median_ms(work: Callable[[], None], repeats: int) -> float:

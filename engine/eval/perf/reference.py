@@ -318,8 +318,8 @@ def run_against_reference(
     from engine.eval.runinfo import (
         git_commit,
         machine,
-        machine_probe,
         package_versions,
+        probe_machine,
         sqlite_versions,
     )
 
@@ -327,7 +327,7 @@ def run_against_reference(
     if python is None:
         python = ensure_reference_python(spec, progress=progress)
     cfg = bench_config(k)
-    probe = {"before": machine_probe()}
+    probe = {"before": probe_machine()}
     with ReferenceWorker(python, module=module, pythonpath=pythonpath) as worker:
         hello = worker.request("hello")
         per_size = {}
@@ -348,7 +348,7 @@ def run_against_reference(
                       "formula_params": "TimeMemoryFormulaParam() defaults, no LLM"},
         **machine(), "versions": {**sqlite_versions(), **package_versions(("numpy", "langchain-core", "memlab"))},
         "git_commit": git_commit(), "run_at": None if at is None else at.isoformat(),
-        "machine_probe": {**probe, "after": machine_probe()},  # the machine's speed, not the code's
+        "machine_probe": {**probe, "after": probe_machine()},  # the machine's speed, not the code's
     }
     return {"config": config, "against": "reference", "sizes": per_size}
 

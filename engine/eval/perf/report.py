@@ -24,7 +24,7 @@ from engine.eval.perf.corpus import DIM, STORE_FACTORIES
 from engine.eval.perf.retrieval import RECORD_VECTORS, bench_config, check_record_vectors, measure_size, scripted_turn_fn
 from engine.eval.perf.session import DEFAULT_MARKS, FRESH_TURNS, run_session, summarize_session
 from engine.eval.perf.stages import format_stages
-from engine.eval.runinfo import format_probe, git_commit, machine, machine_probe, package_versions, sqlite_versions
+from engine.eval.runinfo import format_probe, git_commit, machine, package_versions, probe_machine, sqlite_versions
 
 __all__ = ["run_perf", "format_table", "perf_main", "bench_config", "write_json"]
 
@@ -78,7 +78,7 @@ def run_perf(
     cfg = bench_config(k, overrides)
     config = _config_meta(cfg, sizes=sizes, stores=stores, dim=dim, repeats=repeats, other_users=other_users,
                           seed=seed, at=at, record_vectors=record_vectors)
-    probe = {"before": machine_probe()}
+    probe = {"before": probe_machine()}
     per_store: dict[str, Any] = {}
     for name in stores:
         per_store[name] = {"sizes": {}}
@@ -91,7 +91,7 @@ def run_perf(
         samples = run_session(turns=session_turns, config=cfg, seed=seed, dim=dim, progress=progress, marks=marks,
                               side_by_side=SIDE_BY_SIDE_ROUNDS)
         session = summarize_session(samples, marks)
-    config["machine_probe"] = {**probe, "after": machine_probe()}  # the machine's speed, not the code's
+    config["machine_probe"] = {**probe, "after": probe_machine()}  # the machine's speed, not the code's
     return {"config": config, "sizes": per_store[stores[0]]["sizes"], "stores": per_store, "session": session}
 
 
