@@ -71,7 +71,7 @@ def play(texts: list[str], db: str, seed: int = 1) -> tuple[list[tuple[int, floa
     return rows, store
 
 
-def windows(rows, n: int) -> list[dict]:
+def windows(rows) -> list[dict]:
     """Ordinary turns per window: the first (from turn 11), the last, and evenly between."""
     total = len(rows)
     starts = sorted({11, *range(WINDOW, max(WINDOW, total - WINDOW), max(WINDOW, total // 6)), max(11, total - WINDOW + 1)})
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             result = {"config": {"data": os.path.basename(args.data), "turns": len(texts), "user_sessions": 1,
                                  "models": "scripted", "embedder": "hash (384-d)", "step_seconds": [30, 60],
                                  "preset": "customer service", **machine(), "git_commit": git_commit()},
-                      "wall_s": round(wall, 1), "windows": windows(rows, len(texts)), "end": at_end(store)}
+                      "wall_s": round(wall, 1), "windows": windows(rows), "end": at_end(store)}
         finally:
             store.close()
     result["config"]["machine_probe"] = {**probe, "after": probe_machine()}
