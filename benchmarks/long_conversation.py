@@ -74,7 +74,8 @@ def play(texts: list[str], db: str, seed: int = 1) -> tuple[list[tuple[int, floa
 def windows(rows) -> list[dict]:
     """Ordinary turns per window: the first (from turn 11), the last, and evenly between."""
     total = len(rows)
-    starts = sorted({11, *range(WINDOW, max(WINDOW, total - WINDOW), max(WINDOW, total // 6)), max(11, total - WINDOW + 1)})
+    between = range(WINDOW, max(WINDOW, total - WINDOW), max(WINDOW, total // 6))
+    starts = sorted({11, *between, max(11, total - WINDOW + 1)})
     out = []
     for lo in starts:
         hi = min(total, lo + WINDOW - 1)
@@ -82,7 +83,8 @@ def windows(rows) -> list[dict]:
         if not w:
             continue
         st, ts = stage_medians([r[3] for r in w]), stage_medians([r[4] for r in w])
-        out.append({"turns": [lo, hi], "ordinary": len(w), "p50_ms": round(statistics.median(r[1] for r in w) * 1000, 3),
+        out.append({"turns": [lo, hi], "ordinary": len(w),
+                    "p50_ms": round(statistics.median(r[1] for r in w) * 1000, 3),
                     "retrieval_ms": {k: st.get(k) for k in SHOWN}, "turn_ms": {k: ts.get(k) for k in TURN_SHOWN}})
     return out
 
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     for w in result["windows"]:
         r, t = w["retrieval_ms"], w["turn_ms"]
         print(f"turns {w['turns'][0]:>5}-{w['turns'][1]:<5} ordinary {w['ordinary']:>3}  p50 {w['p50_ms']:6.2f} ms | "
-              + " ".join(f"{k} {r[k] or 0:.2f}" for k in SHOWN) + " | " + " ".join(f"{k} {t[k] or 0:.2f}" for k in TURN_SHOWN))
+              + " ".join(f"{k} {r[k] or 0:.2f}" for k in SHOWN) + " | "
+              + " ".join(f"{k} {t[k] or 0:.2f}" for k in TURN_SHOWN))
     end = result["end"]
     print(f"end: {end['records_current']} current records of {end['records']}, profile {end['profile_values']} values "
           f"({end['profile_values_left_out']} left out of the prompt), last prompt tokens {end['last_prompt_tokens']}, "

@@ -15,7 +15,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["format_probe", "git_commit", "machine", "machine_probe", "package_versions", "probe_machine", "sqlite_versions", "write_json"]
+__all__ = ["format_probe", "git_commit", "machine", "machine_probe", "package_versions", "probe_machine",
+           "sqlite_versions", "write_json"]
 
 
 def git_commit() -> str | None:

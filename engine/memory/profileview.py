@@ -30,8 +30,8 @@ from engine.core.records import UserProfile
 from engine.core.tokens import TokenCounter
 from engine.memory.injection import sanitize_data
 
-__all__ = ["FIELD_PRIORITY", "MISFITS_MAX", "SCAN_MAX", "ProfileBudget", "in_profile_order", "model_view", "ranked_values",
-           "shown_profile"]
+__all__ = ["FIELD_PRIORITY", "MISFITS_MAX", "SCAN_MAX", "ProfileBudget", "in_profile_order", "model_view",
+           "ranked_values", "shown_profile"]
 
 #: Fields in the order they are given room; fields not listed follow in the profile's order.
 FIELD_PRIORITY: tuple[str, ...] = ("name", "identity", "occupation", "relationships", "constraints", "preferences",
@@ -68,13 +68,12 @@ def _positions(profile: UserProfile) -> dict[tuple[str, str], tuple[int, int]]:
 class ProfileBudget:
     """Admits values while their lines fit `budget` tokens (`counter`'s count, line by line)."""
 
-    __slots__ = ("budget", "counter", "used", "opened", "left_out", "looked_at", "misfits")
+    __slots__ = ("budget", "counter", "used", "opened", "looked_at", "misfits")
 
     def __init__(self, budget: int, counter: TokenCounter):
         self.budget, self.counter = int(budget), counter
         self.used = 0
         self.opened: set[str] = set()
-        self.left_out = 0
         self.looked_at = 0
         self.misfits = 0  # values left out since the last one admitted
 
@@ -93,7 +92,6 @@ class ProfileBudget:
         shown = sanitize_data(f"{value} ({date})" if date else value)
         cost = self.counter.count(shown) + 1 + (0 if key in self.opened else self.counter.count(f"- {key}: "))
         if self.used + cost > self.budget:
-            self.left_out += 1
             self.misfits += 1
             return False
         self.used += cost
@@ -131,7 +129,4 @@ def model_view(profile: UserProfile, budget: int, counter: TokenCounter) -> dict
             break
         if admit.admit(key, value):
             kept.append((key, value))
-    out: dict[str, list[str]] = {}
-    for k, v in in_profile_order(profile, kept):
-        out.setdefault(k, []).append(v)
-    return out
+    return {k: list(v) for k, v in shown_profile(profile, kept).fields.items() if v}
