@@ -483,6 +483,15 @@ class StoreConformance:
         store.set_kv("u", "weights", 3)
         assert store.get_kv("u", "weights") == 3
 
+    def test_kv_delete_removes_only_the_users_keys(self, store):
+        for user in ("u", "v"):
+            store.set_kv(user, "a", 1)
+            store.set_kv(user, "b", 2)
+        store.delete_kv("u", ["a", "never-set", "a"])
+        store.delete_kv("u", [])
+        assert store.get_kv("u", "a") is None and store.get_kv("u", "b") == 2
+        assert store.get_kv("v", "a") == 1 and store.get_kv("v", "b") == 2
+
     # -- logs ----------------------------------------------------------------------------------------
 
     def test_events_filters(self, store):

@@ -30,6 +30,15 @@ def _run(fold, extractor=None):
             return inducer.induct(inp)
 
     engine.models.inducer = Counting()
+    written = engine.hints_written = {}  # every hint as it was written (an induction deletes those it passes)
+    set_kv = engine.store.set_kv
+
+    def keeping(user_id, key, value):
+        if key.startswith("profile-hint:"):
+            written[key] = value
+        set_kv(user_id, key, value)
+
+    engine.store.set_kv = keeping
     if extractor is not None:
         engine.models.extractor = extractor(engine.models.extractor)
     for line in LINES:
@@ -66,6 +75,8 @@ def test_an_extractor_that_says_nothing_of_the_profile_leaves_it_to_the_inducer(
 @pytest.mark.parametrize("drop", ["hint", "window", "superseded"])
 def test_a_missing_hint_an_immature_window_or_a_superseded_record_means_no_hinted_changes(drop):
     engine, _ = _run(True)
+    for key, hint in engine.hints_written.items():  # as they were before the inductions deleted them
+        engine.store.set_kv("ana", key, hint)
     recs = [r for r in engine.store.records("ana", include_invalid=True) if r.lasting]
     window = engine.store.get_kv("ana", f"profile-hint:{recs[-1].id}")["window"]
     batch = [r for r in recs if r.id in window]
@@ -86,3 +97,20 @@ def test_a_missing_hint_an_immature_window_or_a_superseded_record_means_no_hinte
         hint = engine.store.get_kv("ana", f"profile-hint:{old.id}")
         mates = [r for r in recs if r.id in hint["window"] and r.is_current]
         assert mates and hinted_changes(engine.store, "ana", mates, min(hint["window"]) - 1) is None
+
+
+def test_an_induction_deletes_the_hints_of_the_records_its_cursor_passes():
+    """A hint is read only while its record waits past the induction cursor: the records the
+    cursor passed have none left, the ones still waiting keep theirs, other keys stay."""
+    engine, _ = _run(True)
+    engine.store.set_kv("ana", "weights", {"a": 1})
+    engine.turn("ana", "s2", "I'm also allergic to shellfish.")  # new records, not mature yet
+    engine.clock.advance("20m")
+    engine.turn("ana", "s2", "Ok.")
+    cursor = engine.store.get_cursor("ana", "", "induct")
+    assert cursor > 0
+    passed = [k for k in engine.hints_written if int(k.split(":")[1]) <= cursor]
+    waiting = [k for k in engine.hints_written if int(k.split(":")[1]) > cursor]
+    assert passed and waiting and all(engine.store.get_kv("ana", k) is None for k in passed)
+    assert all(engine.store.get_kv("ana", k) == engine.hints_written[k] for k in waiting)
+    assert engine.store.get_kv("ana", "weights") == {"a": 1}

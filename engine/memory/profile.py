@@ -81,7 +81,8 @@ def _hint_key(record_id: int) -> str:
 
 def keep_profile_hint(store: Store, user_id: str, record_ids: Sequence[int], changes: InductionOutput) -> None:
     """Keep what the extractor said a window's new records change in the profile, until they mature
-    (`induct_in_extraction`): the induction then applies it instead of calling the inducer."""
+    (`induct_in_extraction`): the induction then applies it instead of calling the inducer, and
+    deletes the hints of the records its cursor passes (`apply_induction`)."""
     hint = {"window": list(record_ids), **changes.model_dump(mode="json")}
     for rid in record_ids:
         store.set_kv(user_id, _hint_key(rid), hint)
@@ -174,6 +175,9 @@ def apply_induction(ctx: EngineContext, user_id: str, session_id: str, batch: Se
         store.save_profile(new_profile, entry)
         if move_cursor:
             store.set_cursor(user_id, "", "induct", cursor_batch[-1].id)
+            # past the cursor nothing reads these records' hints again (`hinted_changes` reads the
+            # hints of a batch, and a batch is read after the cursor), so they go with it
+            store.delete_kv(user_id, [_hint_key(r.id) for r in cursor_batch])
     ctx.log(user_id, session_id, "induct", {"record_ids": [r.id for r in batch], "version": new_profile.version,
                                            "diff": entry.diff(), "correction": not move_cursor,
                                            **({"from_extraction": True} if given is not None and current else {}),

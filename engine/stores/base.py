@@ -207,6 +207,10 @@ class SettingsStore(Protocol):
         """Store a JSON-serialisable value under (user, key) (MemlabUsageError otherwise)."""
         ...
 
+    def delete_kv(self, user_id: str, keys: Sequence[str]) -> None:
+        """Remove the user's values under `keys` (keys never set are ignored; other users' are untouched)."""
+        ...
+
 
 @runtime_checkable
 class EventLog(Protocol):

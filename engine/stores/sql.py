@@ -306,6 +306,12 @@ class SharedSQL:
                 (user_id, key, text),
             )
 
+    def delete_kv(self, user_id: str, keys: Sequence[str]) -> None:
+        keys = list(dict.fromkeys(str(k) for k in keys))
+        if keys:
+            with self._write() as conn:
+                self._run_many(conn, "DELETE FROM kv WHERE user_id = ? AND key = ?", [(user_id, k) for k in keys])
+
     # -- logs ------------------------------------------------------------------------------------------
 
     def append_event(self, event: Event) -> Event:
