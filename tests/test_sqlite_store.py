@@ -508,3 +508,32 @@ def test_a_record_superseded_between_the_ids_and_its_row_stays_out(store_factory
     got = store.records("u", limit=10)
     assert [r.id for r in got] == [r.id for r in made if r.id != made[2].id]
     assert made[2].id in {r.id for r in store.records("u", limit=10, include_invalid=True)}
+
+
+def test_a_kept_profile_is_never_stale(tmp_path):
+    """The store keeps each user's profile in memory between reads; a save here, a rollback, a
+    save by another connection to the same file and forgetting the user are all seen by the next read."""
+    from engine.core.records import UserProfile
+
+    def prof(*values, version):
+        return UserProfile(user_id="u", fields={"identity": values}, version=version, updated_at=T0)
+
+    path = str(tmp_path / "memlab.db")
+    store, other = SQLiteStore(path, dim=4), SQLiteStore(path, dim=4)
+    try:
+        assert store.get_profile("u").is_empty()
+        store.save_profile(prof("Ana", version=1))
+        first = store.get_profile("u")
+        assert first.fields == {"identity": ("Ana",)} and store.get_profile("u") is first  # kept, not read again
+        with pytest.raises(RuntimeError), store.transaction():
+            store.save_profile(prof("Bea", version=2))
+            assert store.get_profile("u").fields == {"identity": ("Bea",)}  # the transaction sees its own write
+            raise RuntimeError("roll back")
+        assert store.get_profile("u").fields == {"identity": ("Ana",)}
+        other.save_profile(prof("Cy", version=2))  # another connection's commit
+        assert store.get_profile("u").fields == {"identity": ("Cy",)}
+        store.forget_user("u")
+        assert store.get_profile("u").is_empty()
+    finally:
+        store.close()
+        other.close()
