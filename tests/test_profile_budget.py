@@ -146,3 +146,36 @@ def test_a_grown_profile_is_shown_to_the_prompt_and_the_extractor_within_the_bud
     assert injects and all(p["tokens"].get("profile", 0) <= 50 + 12 for p in injects)  # + the fence lines
     assert all(p.get("profile_values_left_out", 0) > 0 for p in injects)
     assert seen and all(_lines_cost(p or {}) <= 50 for p in seen)
+
+
+def test_a_kept_view_is_made_again_when_a_source_record_changes():
+    """The budgeted view is kept per profile object and reused while its source records read back
+    the same; a superseded source, or a source said at another time, makes it again, and what it
+    gives is what a view made from nothing gives."""
+    from dataclasses import replace
+
+    from engine.memory import profile as profile_module
+
+    store, recs, prefs = _store_with_profile(40)
+    try:
+        profile = store.get_profile("u")
+
+        def view():
+            return profile_for_prompt(store, profile, {}, {}, budget=500, counter=COUNTER)
+
+        def fresh():
+            profile_module._VIEWS.clear()
+            return view()
+
+        first = view()
+        assert view() == first == fresh()
+        store.supersede("u", recs[5].id, recs[-1].id, T0 + timedelta(days=999))  # the source of prefs[3]
+        after = view()
+        assert prefs[3] in after[1] and prefs[3] not in after[0].fields["preferences"]
+        assert after == fresh()
+        said = T0 + timedelta(days=500)
+        store.update_record(replace(store.get_records("u", [recs[6].id])[0], said_at=said))  # prefs[4]'s date
+        dated = view()
+        assert dated[2][prefs[4]] == said.date().isoformat() and dated == fresh()
+    finally:
+        store.close()
