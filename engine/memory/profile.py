@@ -229,30 +229,23 @@ def profile_for_prompt(store: Store, profile: UserProfile, excluded: Mapping[int
     time, so a turn reads the sources of the values it may show, never all of them.
     """
     view = _admitted(store, profile, budget, counter)
-    if view.shown is None:
-        view.shown = shown_profile(profile, view.kept)
-        view.gone_values = [v for _, v in in_profile_order(profile, view.gone)]
     shown, held = _live_held(view.shown, excluded, records)
     return shown, [*view.gone_values, *held], dict(view.dates), view.left_out
 
 
 class _View:
-    """What `_admitted` found for one profile: the values shown and gone, the shown values' dates,
-    how many were left out, and the state of every source record it read to decide that."""
+    """What `_admitted` found for one profile: the profile with only the values shown, the values
+    gone (in the profile's order), the shown values' dates, how many were left out, and the state
+    of every source record it read to decide that (`ids` in id order, as get_records returns them)."""
 
-    __slots__ = ("profile", "budget", "counter", "kept", "gone", "dates", "left_out", "ids", "state", "shown",
-                 "gone_values")
+    __slots__ = ("profile", "counter", "shown", "gone_values", "dates", "left_out", "ids", "state")
 
-    def __init__(self, profile: UserProfile, budget: int | None, counter: TokenCounter | None):
-        self.profile, self.budget, self.counter = profile, budget, counter
-        self.kept: list[tuple[str, str]] = []
-        self.gone: list[tuple[str, str]] = []
-        self.dates: dict[str, str] = {}
-        self.left_out = 0
-        self.ids: list[int] = []
-        self.state: list[tuple] = []
-        self.shown: UserProfile | None = None  # the profile with only `kept`, made once (profile_for_prompt)
-        self.gone_values: list[str] = []
+    def __init__(self, profile: UserProfile, counter: TokenCounter | None, shown: UserProfile, gone_values: list[str],
+                 dates: dict[str, str], left_out: int, seen: Mapping[int, MemoryRecord]):
+        self.profile, self.counter, self.shown, self.gone_values = profile, counter, shown, gone_values
+        self.dates, self.left_out = dates, left_out
+        self.ids = sorted(seen)
+        self.state = _source_state([seen[i] for i in self.ids])
 
 
 def _source_state(records: Sequence[MemoryRecord]) -> list[tuple]:
@@ -272,8 +265,10 @@ def _admitted(store: Store, profile: UserProfile, budget: int | None, counter: T
         again = store.get_records(profile.user_id, last.ids) if last.ids else []
         if _source_state(again) == last.state:
             return last
-    view = _View(profile, budget, counter)
     seen: dict[int, MemoryRecord] = {}
+    dates: dict[str, str] = {}
+    gone: list[tuple[str, str]] = []
+    kept: list[tuple[str, str]] = []
     pairs = ranked_values(profile)
     admit = ProfileBudget(budget, counter) if budget is not None and counter is not None else None
     step = _SOURCE_CHUNK if admit is not None else max(1, len(pairs))  # without a budget: one read of all
@@ -289,7 +284,7 @@ def _admitted(store: Store, profile: UserProfile, budget: int | None, counter: T
                 break
             sources = [src[i] for i in of if i in src]
             if sources and not any(r.is_current for r in sources):
-                view.gone.append((key, v))
+                gone.append((key, v))
                 if admit is not None:
                     admit.skip()
                 continue
@@ -298,11 +293,11 @@ def _admitted(store: Store, profile: UserProfile, budget: int | None, counter: T
             if admit is not None and not admit.admit(key, v, date):
                 continue
             if date is not None:
-                view.dates[v] = date
-            view.kept.append((key, v))
-    view.left_out = 0 if admit is None else len(pairs) - len(view.kept) - len(view.gone)
-    view.ids = sorted(seen)  # as get_records returns them: in id order, each once
-    view.state = _source_state([seen[i] for i in view.ids])
+                dates[v] = date
+            kept.append((key, v))
+    left_out = 0 if admit is None else len(pairs) - len(kept) - len(gone)
+    view = _View(profile, counter, shown_profile(profile, kept), [v for _, v in in_profile_order(profile, gone)],
+                 dates, left_out, seen)
     if len(_VIEWS) >= _VIEWS_MAX:
         _VIEWS.clear()
     _VIEWS[memo_key] = view
