@@ -84,7 +84,7 @@ def test_retrieval_is_timed_through_memory_engine_retrieve_as_a_turn_calls_it(mo
     assert row["stages_p50_ms"] == stage_medians([got.stages for got in measured])
     assert {"parse", "embed", "bm25", "dense", "read", "dim", "rank", "log"} <= set(row["stages_p50_ms"])
     assert row["candidates_p50"] == int(np.median([len(got.ranking.cands) for got in measured]))
-    assert row["first_retrieve_ms"] > 0 and row["open_ms"] > 0 and row["rss_mb"] > 0
+    assert row["first_retrieve_ms"] > 0 and row["open_ms"] > 0 and row["rss_mb"] > 0 and 0 < row["rss_anon_mb"] <= row["rss_mb"]
     assert row["keyword_4users_p50_ms"] > 0
     assert row["records_user"] == 120 and row["records_total"] > 120
     assert row["retrieve_p95_ms"] >= row["retrieve_p50_ms"] > 0

@@ -101,14 +101,14 @@ def _fmt(value: Any, spec: str = ".1f") -> str:
 
 def _retrieval_lines(result: dict[str, Any]) -> list[str]:
     lines = [f"{'store':<9}{'N':>8}{'p50 ms':>9}{'p95 ms':>9}{'turn ms':>9}{'ingest/s':>10}{'B/rec':>8}"
-             f"{'dense recall':>13}{'open ms':>9}{'1st ret ms':>11}{'RSS MB':>8}"]
+             f"{'dense recall':>13}{'open ms':>9}{'1st ret ms':>11}{'RSS MB':>8}{'anon MB':>8}"]
     for name, data in result["stores"].items():
         for n, row in data["sizes"].items():
             lines.append(f"{name:<9}{n:>8}{row['retrieve_p50_ms']:>9.2f}{row['retrieve_p95_ms']:>9.2f}"
                          f"{_fmt(row['turn_p50_ms']):>9}{_fmt(row['ingest_per_s'], '.0f'):>10}"
                          f"{_fmt(row['bytes_per_record'], '.0f'):>8}{row['dense_recall_at_k']:>13.3f}"
                          f"{_fmt(row.get('open_ms')):>9}{_fmt(row.get('first_retrieve_ms')):>11}"
-                         f"{_fmt(row.get('rss_mb'), '.0f'):>8}")
+                         f"{_fmt(row.get('rss_mb'), '.0f'):>8}{_fmt(row.get('rss_anon_mb'), '.0f'):>8}")
     for name, data in result["stores"].items():
         for n, row in data["sizes"].items():
             if row.get("stages_p50_ms"):

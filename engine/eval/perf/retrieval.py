@@ -167,13 +167,24 @@ def _time_keyword(store: Any, word: str, k: int, repeats: int) -> dict[str, floa
     return {"keyword_common_p50_ms": percentile_ms(lat, 50), "keyword_common_p95_ms": percentile_ms(lat, 95)}
 
 
-def _rss_mb() -> float | None:
-    """The process's resident memory now (Linux /proc), MB."""
+def _rss_mb() -> dict[str, float | None]:
+    """The process's resident memory now (Linux /proc), MB: all of it (`rss_mb`), and apart the
+    anonymous pages (the heap: caches, arrays) and the file-backed ones (mapped vector copies, whose
+    pages the kernel may drop and read again, so this part varies with what was touched and with
+    the machine's memory pressure)."""
+    out: dict[str, float | None] = {"rss_mb": None, "rss_anon_mb": None, "rss_file_mb": None}
     try:
-        with open("/proc/self/statm") as f:
-            return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        return None
+        with open("/proc/self/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return out
+    for key, name in (("VmRSS", "rss_mb"), ("RssAnon", "rss_anon_mb"), ("RssFile", "rss_file_mb")):
+        try:
+            kb, unit = fields[key].split()
+            out[name] = round(int(kb) / 1024, 1) if unit == "kB" else None
+        except (KeyError, ValueError):
+            pass
+    return out
 
 
 def _first_after_open(name: str, tmpdir: str, dim: int, config: MemoryConfig, text: str) -> dict[str, float | None]:
@@ -283,7 +294,7 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
         **keyword,
         "ingest_hash_embed_per_s": hash_ingest,
         **cold,
-        "rss_mb": rss,
+        **rss,
     }
 
 
