@@ -232,14 +232,14 @@ class SharedSQL:
             )
         aux = self.dialect.time_aux("updated_at")
         main, aux_value = self.dialect.encode_time(profile.updated_at)
+        data = profile.to_dict()
         with self._write() as conn:
             self._run(
                 conn,
                 f"INSERT INTO profiles (user_id, fields, version, updated_at, {aux}, sources) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (user_id) DO UPDATE SET fields = excluded.fields, version = excluded.version, "
                 f"updated_at = excluded.updated_at, {aux} = excluded.{aux}, sources = excluded.sources",
-                (profile.user_id, to_json(profile.to_dict()["fields"]), profile.version, main, aux_value,
-                 to_json(profile.to_dict()["sources"])),
+                (profile.user_id, to_json(data["fields"]), profile.version, main, aux_value, to_json(data["sources"])),
             )
             if history is not None:  # its changes to the last entry when it continues it (engine.stores.profilelog)
                 last = self._run(conn, "SELECT entry FROM profile_history WHERE user_id = ? ORDER BY id DESC LIMIT 1",
