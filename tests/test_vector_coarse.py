@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from engine.eval.perf.corpus import synthetic_corpus
 from engine.stores.sqlite.vectors import VectorPartition
@@ -241,3 +243,38 @@ def test_a_search_scores_the_same_before_and_after_the_column_copy_is_in():
     before = [part.search(q, 20, False) for q in questions]  # the copy not in yet (or just in)
     assert part.columns_ready(wait=True)
     assert [part.search(q, 20, False) for q in questions] == before
+
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 600), nnz=st.integers(1, 60),
+       in_place=st.booleans(), scale=st.sampled_from([1e-3, 1.0, 1e3]))
+@example(seed=0, n=1, nnz=11, in_place=True, scale=1.0)  # one row: einsum sums a dot product, in its own order
+@settings(max_examples=60, deadline=None)
+def test_a_column_search_scores_alike_from_the_copy_and_from_gathered_rows(seed, n, nnz, in_place, scale):
+    """A sparse partition's column search gives the same ids and scores to the bit whether its
+    columns come from the column-major copy or are gathered from the rows (the copy is made in a
+    thread: a replay must not depend on it), summed in place (`column_sums`, large partitions) or
+    by einsum (small ones); and the scores are the cosines."""
+    from unittest import mock
+
+    import engine.stores.sqlite.vectors as vectors
+
+    rng = np.random.default_rng(seed)
+    mat = (rng.standard_normal((n, 384)) * scale).astype(np.float32)
+    mat[rng.random(mat.shape) < 0.8] = 0  # as sparse as feature hashing
+    nz = rng.choice(384, size=nnz, replace=False)
+    mat[:, nz] = (rng.standard_normal((n, nnz)) * scale).astype(np.float32)  # but not where the question is: long sums
+    q = np.zeros(384, dtype=np.float32)
+    q[nz] = rng.standard_normal(nnz).astype(np.float32)
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    k = min(30, n)
+    with mock.patch.object(vectors, "COLUMNS_MIN", 1), \
+            mock.patch.object(vectors, "COLUMN_SUMS_MIN", 1 if in_place else 10**9):
+        part = VectorPartition(1, ids, mat.copy(), np.ones(n, dtype=bool))
+        assert part.sparse
+        with mock.patch.object(VectorPartition, "columns_ready", lambda self, wait: False):
+            gathered = part.search(q, k, False)
+        assert part.columns_ready(wait=True)
+        assert part.search(q, k, False) == gathered
+    cos = (mat.astype(np.float64) @ q) / np.linalg.norm(mat.astype(np.float64), axis=1) / np.linalg.norm(q)
+    np.testing.assert_allclose([s for _, s in gathered], cos[[rid - 1 for rid, _ in gathered]], rtol=1e-4, atol=1e-6)

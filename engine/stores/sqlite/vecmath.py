@@ -1,11 +1,11 @@
-"""Array helpers of the in-memory dense search: whether vectors are sparse, and the k-th largest
-score (engine.stores.sqlite.vectors)."""
+"""Array helpers of the in-memory dense search: whether vectors are sparse, the k-th largest
+score, and sums over a column-major copy's columns (engine.stores.sqlite.vectors)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SPARSE_SAMPLE", "SPARSE_ZERO_SHARE", "is_sparse", "kth_largest", "sample_again"]
+__all__ = ["SPARSE_SAMPLE", "SPARSE_ZERO_SHARE", "column_sums", "is_sparse", "kth_largest", "sample_again"]
 
 #: A partition whose sampled entries are exactly 0 more often than this is sparse: searched exactly,
 #: never by sign bits (a 0 entry has no sign; dense embedders give none, feature hashing ~80 %).
@@ -44,3 +44,17 @@ def sample_again(n: int, sampled: tuple[bool, int] | None) -> bool:
     """Whether n vectors are to be sampled for sparseness: never sampled, doubled since the
     (sparse, rows) sample, or fewer than then (a partition forgotten and filled again)."""
     return sampled is None or n >= 2 * sampled[1] or n < sampled[1]
+
+
+def column_sums(cols: np.ndarray, at: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    """The first `n` entries of the sum of `weights[j] * cols[at[j]]` over j, in float32, column by
+    column in place (a product, rounded, then a sum, rounded): no (len(at), n) block is gathered.
+    A search sums this way whether its columns come from the column-major copy or were gathered
+    from the rows, so its scores never depend on which (einsum's summation order depends on the
+    shapes: over one row it sums a dot product pairwise, and the bits differ)."""
+    out = np.zeros(n, dtype=np.float32)
+    tmp = np.empty(n, dtype=np.float32)
+    for r, w in zip(at.tolist(), weights.tolist(), strict=True):
+        np.multiply(cols[r, :n], np.float32(w), out=tmp)
+        out += tmp
+    return out

@@ -17,10 +17,9 @@ with vec0 instead.
 Sign bits stand for a vector only when its entries are non-zero: a *sparse* partition (more than
 `SPARSE_ZERO_SHARE` of its entries exactly 0, as feature-hashed embeddings are: ~79 % for
 `HashEmbeddings` of sentence-sized records) is searched exactly in memory, and when mapped ranked
-on its int8 copy with the best few rescored exactly on the file's floats. Measured at 60k hash-embedded
-sentences, the coarse pool kept .25 of the exact top 50 (.69 with the Hamming distance confined to
-the query's non-zero entries, .79 counting sign agreement only where both are non-zero), while for
-MiniLM embeddings of 6,781 LoCoMo sentences a pool of 7.6 % kept .995 of the exact top 50.
+on its int8 copy with the best few rescored exactly on the file's floats (at 60k hash-embedded
+sentences the coarse pool kept .25 of the exact top 50; for MiniLM embeddings of LoCoMo, a pool
+of 7.6 % kept .995: ARCHITECTURE).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from engine.stores.sqlite.idindex import IdIndex
-from engine.stores.sqlite.vecmath import SPARSE_SAMPLE, is_sparse, kth_largest, sample_again
+from engine.stores.sqlite.vecmath import SPARSE_SAMPLE, column_sums, is_sparse, kth_largest, sample_again
 
 __all__ = ["COLUMNS_MIN", "INELIGIBLE", "VectorPartition"]
 
@@ -49,6 +48,9 @@ INELIGIBLE = 65535
 #: A sparse partition of at least this many rows is searched exactly on a column-major copy of its
 #: floats, reading only the columns where the query is not 0 (see `VectorPartition.search`).
 COLUMNS_MIN = 4096
+#: From this many rows the copy's columns are summed in place (`column_sums`), not gathered for an
+#: einsum first (100k hash vectors 4.3 -> 2.3 ms; even at 10k, slower below).
+COLUMN_SUMS_MIN = 16384
 
 
 class VectorPartition:
@@ -341,35 +343,30 @@ class VectorPartition:
         return np.concatenate([self._row_dots(c, q) for c in self.float_chunks()])
 
     def _row_dots(self, block: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Each row of `block` times `q`. Dense vectors: `vecdot`, one single-threaded BLAS dot
-        product per row, 1.4-1.8x einsum's speed (measured; never the matrix-vector product, whose
-        threaded OpenBLAS sgemv takes the other core). Sparse vectors keep einsum, the call their
-        column-major search sums with: feature-hashed vectors tie exactly, and the two searches
-        must break those ties alike, so they must round alike."""
+        """Each row of `block` times `q`: `vecdot` (a single-threaded BLAS dot per row) for dense
+        vectors, einsum for sparse ones, rounding like their column search (ties: ARCHITECTURE)."""
         return np.einsum("ij,j->i", block, q) if self.sparse else np.vecdot(block, q)
 
     def _sparse_dots(self, q: np.ndarray) -> np.ndarray:
         """Every row's dot product with `q`, from the columns where `q` is not 0 only: exactly the
         same sum (the other terms are 0), read from the column-major copy (`columns_ready`). A
-        feature-hashed question is ~90 % zeros, so this reads ~1/10 of the floats: at 10k
-        hash-embedded records ~0.1-0.2 ms against ~0.55-0.6 ms for the whole matrix (measured, warm
-        and with the caches flushed), the same top 50. A question with non-zero entries in most
-        columns reads them all.
-
-        Until the copy is in (it is made in a thread after opening), the same columns are gathered
-        from the rows into the same layout and summed by the same call (~2x the whole matrix's
-        time: 1.4 against 0.76 ms at 10k, for the few searches meanwhile), so a search's scores
-        never depend on how far that thread got: summing all 384 columns instead changed scores in
-        the last bits (the 6th decimal of a logged score) and could reorder near ties after a
-        restart. (A partition too large for the copy always sums the whole matrix.)"""
+        feature-hashed question is ~90 % zeros, so this reads ~1/10 of the floats (at 10k
+        hash-embedded records ~0.1-0.2 ms against ~0.55-0.6 for the whole matrix, the same top 50);
+        a question with non-zero entries in most columns reads them all. Until the copy is in, the
+        same columns are gathered from the rows and summed by the same call (~2x the whole matrix's
+        time), so the scores never depend on how far that thread got (summing all 384 columns
+        instead changed the 6th decimal of logged scores and could reorder near ties after a
+        restart). A partition too large for the copy always sums the whole matrix."""
         nz = np.flatnonzero(q)
         if 2 * len(nz) > len(q):
             return self._dots(q)
         if self.columns_ready(wait=False):
-            block = self._cols[nz, : self.n]
+            cols, at = self._cols, nz
         else:
-            block = np.ascontiguousarray(self.mat[: self.n, nz].T)
-        return np.einsum("j,ji->i", q[nz], block)
+            cols, at = np.ascontiguousarray(self.mat[: self.n, nz].T), np.arange(len(nz))
+        if self.n >= COLUMN_SUMS_MIN:  # copy or gathered alike: the sum never depends on the thread
+            return column_sums(cols, at, q[nz], self.n)
+        return np.einsum("j,ji->i", q[nz], cols[at, : self.n])
 
     def columns_ready(self, *, wait: bool) -> bool:
         """Whether the column-major copy is in. The first ask starts making it in a thread (at 100k
@@ -465,11 +462,9 @@ class VectorPartition:
 
     def _q8_search(self, q: np.ndarray, k: int, include_invalid: bool) -> list[tuple[int, float]]:
         """A mapped sparse partition's search: approximate cosines of every row on the int8 copy in
-        memory (block by block, int8 times the float query without a float copy of the block), the
-        best max(MAPPED_RESCORE_MIN, 2k) (ties included) rescored exactly on the file's floats. Sign
-        bits would lose most neighbours of sparse vectors; reading every float from a file the page
-        cache cannot hold costs disk reads (measured at 200k hash vectors, file in the page cache:
-        67 ms exact from the file, 26 ms this way, the same top 50)."""
+        memory (block by block, no float copy of a block), the best max(MAPPED_RESCORE_MIN, 2k)
+        (ties included) rescored exactly on the file's floats (sign bits would lose most neighbours
+        of sparse vectors; measured and explained in ARCHITECTURE)."""
         n = self.n
         approx = np.empty(n, dtype=np.float32)
         for s in range(0, n, HAMMING_BLOCK):
