@@ -245,7 +245,6 @@ def test_a_search_scores_the_same_before_and_after_the_column_copy_is_in():
     assert [part.search(q, 20, False) for q in questions] == before
 
 
-
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 600), nnz=st.integers(1, 60),
        in_place=st.booleans(), scale=st.sampled_from([1e-3, 1.0, 1e3]))
 @example(seed=0, n=1, nnz=11, in_place=True, scale=1.0)  # one row: einsum sums a dot product, in its own order

@@ -360,13 +360,11 @@ class VectorPartition:
         nz = np.flatnonzero(q)
         if 2 * len(nz) > len(q):
             return self._dots(q)
-        if self.columns_ready(wait=False):
-            cols, at = self._cols, nz
-        else:
-            cols, at = np.ascontiguousarray(self.mat[: self.n, nz].T), np.arange(len(nz))
+        gathered = not self.columns_ready(wait=False)
+        cols = np.ascontiguousarray(self.mat[: self.n, nz].T) if gathered else self._cols
         if self.n >= COLUMN_SUMS_MIN:  # copy or gathered alike: the sum never depends on the thread
-            return column_sums(cols, at, q[nz], self.n)
-        return np.einsum("j,ji->i", q[nz], cols[at, : self.n])
+            return column_sums(cols, np.arange(len(nz)) if gathered else nz, q[nz], self.n)
+        return np.einsum("j,ji->i", q[nz], cols if gathered else cols[nz, : self.n])
 
     def columns_ready(self, *, wait: bool) -> bool:
         """Whether the column-major copy is in. The first ask starts making it in a thread (at 100k
