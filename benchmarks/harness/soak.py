@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
-import os
 import sys
 import time
 import zlib
@@ -25,6 +24,7 @@ from typing import Any
 
 from benchmarks.harness.common import fast_config, turn_text
 from engine.core.clock import VirtualClock
+from engine.eval.runinfo import resident_memory
 from engine.memory.engine import DEFAULT_START, MemoryEngine
 
 __all__ = ["SoakReport", "rss_mb", "process_structures", "run_soak"]
@@ -33,15 +33,14 @@ _COLLECTIONS = (dict, list, set, frozenset, deque, tuple)
 
 
 def rss_mb() -> float:
-    """This process's resident set size in MB (/proc/self/statm; elsewhere the peak from `resource`)."""
-    try:
-        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
-        return round(resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        import resource
+    """This process's resident set size in MB (`resident_memory`; elsewhere the peak from `resource`)."""
+    now = resident_memory()["rss_mb"]
+    if now is not None:
+        return now
+    import resource
 
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
 
 
 def _containers(obj: Any, prefix: str, out: dict[str, int]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["format_probe", "git_commit", "machine", "machine_probe", "package_versions", "probe_machine",
-           "sqlite_versions", "write_json"]
+           "resident_memory", "sqlite_versions", "write_json"]
 
 
 def git_commit() -> str | None:
@@ -27,6 +27,26 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return (res.stdout.strip() or None) if res.returncode == 0 else None
+
+
+def resident_memory() -> dict[str, float | None]:
+    """The process's resident memory now (Linux /proc), MB: all of it (`rss_mb`), and apart the
+    anonymous pages (the heap: caches, arrays) and the file-backed ones (mapped vector copies, whose
+    pages the kernel may drop and read again, so this part varies with what was touched and with
+    the machine's memory pressure)."""
+    out: dict[str, float | None] = {"rss_mb": None, "rss_anon_mb": None, "rss_file_mb": None}
+    try:
+        with open("/proc/self/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return out
+    for key, name in (("VmRSS", "rss_mb"), ("RssAnon", "rss_anon_mb"), ("RssFile", "rss_file_mb")):
+        try:
+            kb, unit = fields[key].split()
+            out[name] = round(int(kb) / 1024, 1) if unit == "kB" else None
+        except (KeyError, ValueError):
+            pass
+    return out
 
 
 def machine() -> dict[str, Any]:

@@ -25,6 +25,7 @@ from engine.core.config import MemoryConfig
 from engine.core.errors import ConfigError
 from engine.eval.perf.corpus import BENCH_NOW, STORE_FACTORIES, bulk_loading, synthetic_corpus
 from engine.eval.perf.stages import stage_medians
+from engine.eval.runinfo import resident_memory
 from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings, embed_texts
@@ -167,26 +168,6 @@ def _time_keyword(store: Any, word: str, k: int, repeats: int) -> dict[str, floa
     return {"keyword_common_p50_ms": percentile_ms(lat, 50), "keyword_common_p95_ms": percentile_ms(lat, 95)}
 
 
-def _rss_mb() -> dict[str, float | None]:
-    """The process's resident memory now (Linux /proc), MB: all of it (`rss_mb`), and apart the
-    anonymous pages (the heap: caches, arrays) and the file-backed ones (mapped vector copies, whose
-    pages the kernel may drop and read again, so this part varies with what was touched and with
-    the machine's memory pressure)."""
-    out: dict[str, float | None] = {"rss_mb": None, "rss_anon_mb": None, "rss_file_mb": None}
-    try:
-        with open("/proc/self/status") as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
-    except OSError:
-        return out
-    for key, name in (("VmRSS", "rss_mb"), ("RssAnon", "rss_anon_mb"), ("RssFile", "rss_file_mb")):
-        try:
-            kb, unit = fields[key].split()
-            out[name] = round(int(kb) / 1024, 1) if unit == "kB" else None
-        except (KeyError, ValueError):
-            pass
-    return out
-
-
 def _first_after_open(name: str, tmpdir: str, dim: int, config: MemoryConfig, text: str) -> dict[str, float | None]:
     """A new store object on the built file (its caches empty: vectors, lengths, postings, records by id):
     the open, and the first retrieval on it, as a freshly started process would make them (the OS page
@@ -272,7 +253,7 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
                     tl.append(time.perf_counter() - t0)
                 turn = percentile_ms(tl, 50)
             keyword = _time_keyword(store, common_word(corpus), config.candidate_k, queries)
-            rss = _rss_mb()
+            rss = resident_memory()
         finally:
             store.close()
         copies = _dir_bytes(str(getattr(store, "path", "")) + ".vectors")  # beside the file, never the truth
