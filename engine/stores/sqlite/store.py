@@ -283,7 +283,8 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._tagged_cache.clear()
 
     def _sync(self, conn: Any) -> None:
-        """Drop the partition sizes when another connection has committed since the last look."""
+        """Drop what reads kept here without a version of their own (partition sizes, profiles,
+        document lengths, postings) when another connection has committed since the last look."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._partition_sizes.clear()
