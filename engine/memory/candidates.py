@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
+from itertools import repeat
 
 import numpy as np
 
@@ -129,7 +130,7 @@ class CandidateSet:
             age[far] = [int(m) / 10**6 for m in micros[far]]
         return cls(
             ids=ids,
-            R=_floats(float(R.get(i, 0.0)) for i in ids),
+            R=np.fromiter(map(R.get, ids, repeat(0.0)), dtype=float, count=len(ids)),
             age=np.maximum(0.0, age),
             u=np.array(u, dtype=float),
             n=np.array(n, dtype=float),

@@ -8,15 +8,16 @@ user just contradicted; the scoring log keeps every candidate's breakdown when a
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+import numpy as np
+
 from engine.core.config import MemoryConfig
 from engine.core.laps import Laps
 from engine.core.records import MemoryRecord, Message, ScoreRow
-from engine.memory.candidates import record_tokens
+from engine.memory.candidates import CandidateSet, record_tokens
 from engine.memory.context import EngineContext
 from engine.memory.contradiction import LiveRecords, held_back
 from engine.memory.expansion import with_message_candidates
@@ -90,7 +91,7 @@ def retrieve(ctx: EngineContext, live: LiveRecords, user_id: str, query: str, *,
     cands = candidate_set(results, R, now=now, count_tokens=lambda r: record_tokens(counter, r))
     if cfg.diversity > 0:  # diverse seating compares the candidates' embeddings (one read, opt-in)
         cands = cands.with_vectors(store.vectors(user_id, cands.ids))
-    theme = _dominant_theme(results, R)
+    theme = _dominant_theme(results, cands)
     weights = weights_for(store, user_id, theme, default=cfg.weights, tuned=cfg.tune_weights)
     laps.lap("candidates")
     excluded: dict[int, str] = {}
@@ -160,9 +161,12 @@ def assistant_replies(store: Store, user_id: str, records: Sequence[MemoryRecord
     return out
 
 
-def _dominant_theme(results: PathResults, R: Mapping[int, float]) -> str | None:
-    records = results.records
-    for _, rid in heapq.nsmallest(3, ((-R.get(rid, 0.0), rid) for rid in records)):
-        if records[rid].theme:
-            return records[rid].theme
+def _dominant_theme(results: PathResults, cands: CandidateSet) -> str | None:
+    """The theme of the best of the three most relevant candidates (R, ties by id) that has one."""
+    if not len(cands):
+        return None
+    for j in np.lexsort((np.asarray(cands.ids), -cands.R))[:3].tolist():
+        theme = results.records[cands.ids[j]].theme
+        if theme:
+            return theme
     return None

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import repeat
 
 import numpy as np
 
@@ -109,12 +110,16 @@ def gather(
     if dim_active:
         ids.extend(dim_pool)
     ids = list(dict.fromkeys(ids))
-    have = {i: known[i] for i in ids if i in known} if known else {}
-    todo = [i for i in ids if i not in have]
-    records = {**have, **{r.id: r for r in store.get_records(user_id, todo)}} if todo else have
-    records = {i: records[i] for i in sorted(records)}  # id order, as get_records returns them
-    if not hist:
-        records = {i: r for i, r in records.items() if r.is_current}
+    if known:
+        have = {i: known[i] for i in ids if i in known}
+        todo = [i for i in ids if i not in have]
+    else:
+        have, todo = {}, ids
+    if todo:
+        have.update((r.id, r) for r in store.get_records(user_id, todo))
+    in_order = sorted(have)  # id order, as get_records returns them
+    records = ({i: have[i] for i in in_order} if hist
+               else {i: r for i in in_order if (r := have[i]).is_current})
     lap("read")
     if dim_active:
         scorer = DimensionScorer(query, config.dim_weights)
@@ -208,11 +213,11 @@ def _scaled(scores: Mapping[int, float], ids: Sequence[int], mode: str) -> np.nd
     n = len(ids)
     if mode == "minmax":
         normed = _minmax(scores)
-        return np.fromiter((normed.get(i, 0.0) for i in ids), dtype=float, count=n)
+        return np.fromiter(map(normed.get, ids, repeat(0.0)), dtype=float, count=n)
     hi = max(scores.values()) if scores else 0.0
     if hi <= 1e-12:
         return np.zeros(n)
-    return np.maximum(0.0, np.fromiter((scores.get(i, 0.0) for i in ids), dtype=float, count=n)) / hi
+    return np.maximum(0.0, np.fromiter(map(scores.get, ids, repeat(0.0)), dtype=float, count=n)) / hi
 
 
 def fuse(results: PathResults, *, path_weights: Mapping[str, float], mode: str = "anchored") -> dict[int, float]:
