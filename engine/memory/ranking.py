@@ -241,8 +241,10 @@ def _select(cands: CandidateSet, order: Sequence[int], *, config: MemoryConfig,
         (tag, f"floor:{tag}", True) for tag in config.always_inject_types]
     tags, tokens = cands.tags, cands.tokens
     for tag, why, must_earn in floors:
-        for i in order:
-            if i in seats.why or tag not in tags[i] or len(seats.picked) >= config.top_k or (must_earn and i in unearned):
+        if len(seats.picked) >= config.top_k:
+            continue
+        for i in [i for i in order if tag in tags[i]]:
+            if i in seats.why or (must_earn and i in unearned):
                 continue
             if used_tokens + tokens[i] > config.injection_budget and seats.picked:
                 break
