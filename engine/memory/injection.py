@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from engine.core.records import MemoryRecord, Message, UserProfile
 from engine.core.text import content_tokens
@@ -75,7 +76,22 @@ class BuiltPrompt:
 
 def sanitize_data(text: str) -> str:
     """One line of inert data: no fence look-alikes, no newlines, no leading role marker."""
-    flat = " ".join(str(text).replace("\x00", " ").split())
+    text = str(text)
+    return _sanitized(text) if len(text) <= SANITIZED_KEPT_MAX else _sanitize(text)
+
+
+#: Texts up to this long are sanitised once and kept (a session injects the same records turn
+#: after turn); longer ones every time, so the cache stays small.
+SANITIZED_KEPT_MAX = 2048
+
+
+@lru_cache(maxsize=1 << 13)
+def _sanitized(text: str) -> str:
+    return _sanitize(text)
+
+
+def _sanitize(text: str) -> str:
+    flat = " ".join(text.replace("\x00", " ").split())
     flat = flat.replace("<", "‹").replace(">", "›")
     if _ROLE_MARKER.match(flat):
         flat = "“" + flat + "”"
