@@ -375,3 +375,32 @@ def test_a_large_users_tables_follow_appends_and_supersedes():
             assert sorted(store.vectors("u1", asked)) == sorted(asked)
     finally:
         store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), min_size=1, max_size=12),
+       kept=st.lists(st.sampled_from(WORDS + ["absent"]), max_size=4),
+       asked=st.lists(st.sampled_from(WORDS + ["absent"]), min_size=1, max_size=8))
+def test_postings_read_together_are_the_terms_read_one_by_one(docs, kept, asked):
+    """A question's terms missing from the postings cache are read in one statement: each term's
+    postings (repeated, absent and already kept ones alike) are exactly its own read alone."""
+    from engine.core.text import fts_terms
+    from engine.stores.sqlite.bm25 import Postings, _counted, _postings
+
+    store = SQLiteStore(":memory:", dim=4)
+    try:
+        store.add_records([rec("u1", " ".join(d)) for d in docs], [[1.0, 0.0, 0.0, 0.0]] * len(docs))
+        store.add_records([rec("u2", " ".join(WORDS))], [[1.0, 0.0, 0.0, 0.0]])  # another user's postings
+        store.search_bm25("u1", "alpha", k=5)  # makes the vocab table
+        vocab, key = "temp.records_fts_vocab", user_key("u1")
+
+        def keyed(words):
+            return [fts_terms(w, key=key)[0] for w in words]
+
+        cache = Postings()
+        cache.get_many(store.conn, vocab, keyed(kept)) if kept else None
+        got = cache.get_many(store.conn, vocab, keyed(asked))
+        want = [_counted(_postings(store.conn, vocab, t)) for t in keyed(asked)]
+        assert [(i.tolist(), c.tolist()) for i, c in got] == [(i.tolist(), c.tolist()) for i, c in want]
+    finally:
+        store.close()

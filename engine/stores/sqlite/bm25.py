@@ -71,12 +71,13 @@ def _postings(conn: Any, vocab: str, term: str) -> np.ndarray:
 
 
 def _postings_of(conn: Any, vocab: str, terms: Sequence[str]) -> list[np.ndarray]:
-    """Each term's `_postings`, read in one statement (a question's terms new to the cache: one
-    query instead of one per term, ~25 % less on three terms)."""
+    """Each term's `_postings`, read in one statement of one scalar subquery per term (a question's
+    terms new to the cache: three terms 79 -> 64 us at 10k records, 166 -> 143 at 100k; `term IN
+    (...) GROUP BY term` sorts every occurrence and took 2.5x as long for common terms at 100k)."""
     wanted = list(dict.fromkeys(terms))
-    got = dict(conn.execute(f"SELECT term, group_concat(doc) FROM {vocab} WHERE term IN "
-                            f"({','.join('?' * len(wanted))}) GROUP BY term", wanted).fetchall())
-    return [_parsed(got.get(t)) for t in terms]
+    sub = ", ".join([f"(SELECT group_concat(doc) FROM {vocab} WHERE term = ?)"] * len(wanted))
+    got = dict(zip(wanted, conn.execute(f"SELECT {sub}", wanted).fetchone(), strict=True))
+    return [_parsed(got[t]) for t in terms]
 
 
 def _parsed(s: str | None) -> np.ndarray:
