@@ -229,3 +229,28 @@ def test_resolve_times_never_raises_and_spans_are_sane(text):
         assert text[mention.start : mention.end] == mention.surface
     rewritten, _ = absolutize(text, anchor=ANCHOR)
     assert isinstance(rewritten, str)
+
+
+_TIME_WORDS = ["last", "next", "this", "week", "weekend", "month", "year", "ago", "two", "3", "days", "on",
+               "Saturday", "monday", "yesterday", "today", "tomorrow", "the", "day", "before", "after", "in",
+               "May", "june", "14", "2023", "2024-05-01", "1st", "of", "since", "night", "morning", ",", "."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=st.lists(st.sampled_from(_TIME_WORDS), min_size=1, max_size=12))
+def test_ascii_text_is_resolved_alike_without_the_patterns_that_need_cjk(words):
+    """On ASCII text the patterns that require a CJK character are not run: the mentions are
+    exactly those of every pattern."""
+    import engine.core.timeparse as tp
+
+    text = " ".join(words)
+    anchor = datetime(2026, 5, 6, 15, 0, tzinfo=UTC)
+    fewer = resolve_times(text, anchor=anchor)
+    kept = tp._ASCII_PATTERNS
+    try:
+        tp._ASCII_PATTERNS = tp._PATTERNS
+        every = resolve_times(text, anchor=anchor)
+    finally:
+        tp._ASCII_PATTERNS = kept
+    assert fewer == every
+    assert len(tp._ASCII_PATTERNS) < len(tp._PATTERNS)

@@ -310,6 +310,9 @@ _PATTERNS: list[tuple[re.Pattern, Resolver, bool]] = [
     (re.compile(r"(?P<t>(?P<w>[上这本下])个?月)"), _cn_rel_month, True),
     (re.compile(rf"(?P<t>(?P<n>{_CN_NUM})(?P<u>个星期|星期|个月|天|周|年)(?P<dir>以前|之前|前|以后|之后|后))"), _cn_ago, True),
 ]  # fmt: skip
+#: The patterns that can match ASCII text: each of the others requires a CJK character (a
+#: literal or a class of them), so on ASCII text it never matches and is not run.
+_ASCII_PATTERNS = [entry for entry in _PATTERNS if not re.search("[\u4e00-\u9fff]", entry[0].pattern)]
 
 _BEFORE_AFTER = re.compile(r"\bthe\s+(?P<u>day|week|weekend|month|year)\s+(?P<dir>before|after)\s+$", re.I)
 _CN_BEFORE_AFTER = re.compile(r"^的?(?P<dir>前一|后一|前|后)(?P<u>天|周|个星期|个月|年)")
@@ -343,7 +346,7 @@ def resolve_times(text: str, *, anchor: datetime) -> list[TimeMention]:
     if not text:
         return []
     found: list[tuple[int, int, re.Match, Resolver, bool]] = []
-    for pattern, resolver, relative in _PATTERNS:
+    for pattern, resolver, relative in _ASCII_PATTERNS if text.isascii() else _PATTERNS:
         for m in pattern.finditer(text):
             found.append((m.start("t"), m.end("t"), m, resolver, relative))
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
