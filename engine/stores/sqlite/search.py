@@ -53,16 +53,19 @@ class SQLiteSearch:
         (current) rows; when superseded rows or a key collision leave fewer than k, every match
         is joined instead (no starvation).
         """
-        match = fts_query(query or "", key=user_key(user_id), prefix=prefix)
-        if match is None or k <= 0:
+        key = user_key(user_id)
+        # the numpy scorer answers exact words only: prefix matches (bm25_prefix) stay with FTS5;
+        # without a prefix the MATCH expression (the same terms, quoted) is made only if FTS5 runs
+        terms = None if prefix > 0 else fts_terms(query or "", key=key)
+        match = fts_query(query or "", key=key, prefix=prefix) if terms is None else None
+        if (not terms if terms is not None else match is None) or k <= 0:
             return []
         valid = "" if include_invalid else " AND r.valid = 1"
         with self._read() as conn:
-            # the numpy scorer answers exact words only: prefix matches (bm25_prefix) stay with FTS5
-            found = None if prefix > 0 else self._bm25_numpy(conn, fts_terms(query or "", key=user_key(user_id)),
-                                                               user_id, int(k), valid)
+            found = None if terms is None else self._bm25_numpy(conn, terms, user_id, int(k), valid)
             if found is not None:
                 return found
+            match = match or fts_query(query or "", key=key)
             # inside a transaction (the update step's search for a new record's older versions,
             # which are the rows most often superseded) the best few mostly were not enough: the
             # top-first pass lost 83 % of those searches at turn 2,000 of a session and cost a
