@@ -30,7 +30,7 @@ from engine.core.records import record_text
 from engine.memory.engine import MemoryEngine
 from engine.roles.embeddings import HashEmbeddings, embed_texts
 
-__all__ = ["BATCH", "RECORD_VECTORS", "USER", "check_record_vectors", "stored_vectors", "SESSION", "bench_config",
+__all__ = ["BATCH", "RECORD_VECTORS", "USER", "check_record_vectors", "fill_store", "stored_vectors", "SESSION", "bench_config",
            "checkpoint", "measure_size", "percentile_ms"]
 
 BATCH = 500
@@ -83,8 +83,8 @@ def stored_vectors(corpus: synthetic_corpus, records: list, record_vectors: str,
                       dtype=np.float32)
 
 
-def _fill(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str,
-          record_vectors: str = "synthetic"):
+def fill_store(store: Any, corpus: synthetic_corpus, n: int, other_users: int, progress, label: str,
+               record_vectors: str = "synthetic"):
     """Bulk-load N records for the user and 10 % more over the others; (user's vectors, their ids, rows,
     seconds).
     Only `add_records` is timed (a hash embedding is made before it)."""
@@ -233,7 +233,7 @@ def measure_size(name: str, n: int, *, config: MemoryConfig, dim: int, queries: 
     with tempfile.TemporaryDirectory(prefix="memlab-bench-") as tmpdir:
         store = STORE_FACTORIES[name](tmpdir, dim)
         try:
-            main, main_ids, done, t_ingest = _fill(store, corpus, n, other_users, progress, f"{name} N={n}",
+            main, main_ids, done, t_ingest = fill_store(store, corpus, n, other_users, progress, f"{name} N={n}",
                                                    record_vectors)
             checkpoint(store)
             size = _file_bytes(getattr(store, "path", None))
