@@ -85,3 +85,14 @@ def test_diverse_order_is_a_permutation_led_by_the_best(scores, dim, seed, diver
         assert got[0] == order[0]  # the best candidate always leads
     assert got[min(pool, len(order)):] == [i for i in order if i not in set(got[:min(pool, len(order))])]
     assert diverse_order(order, vecs, S, diversity=0.0, pool=pool) == order  # off: S order
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(-5, 2**40), st.one_of(st.sampled_from([0.0, -0.0, 1.0, 0.5, -2.5]),
+                                                         st.floats(-3, 3, allow_nan=False)), max_size=60))
+def test_path_ranks_are_by_score_then_id(scores):
+    """Each path's ranks (as logged and shown): 1 for the best score, ties by the smaller id."""
+    from engine.memory.candidates import _ranks
+
+    want = {rid: r + 1 for r, rid in enumerate(sorted(scores, key=lambda i: (-scores[i], i)))}
+    assert list(_ranks(scores).items()) == list(want.items())
