@@ -273,10 +273,10 @@ def test_patched_postings_equal_the_index(ops):
             for word in WORDS:
                 assert store.search_bm25("u1", word, k=50) == _fts5_reference(store, "u1", word, 50, False)
         vocab = "temp.records_fts_vocab"
-        from engine.stores.sqlite.bm25 import _counted, _postings
+        from engine.stores.sqlite.bm25 import _counted, _postings_of
 
         for term, (got_ids, got_counts) in store._postings._terms.items():
-            want_ids, want_counts = _counted(_postings(store.conn, vocab, term))
+            want_ids, want_counts = _counted(_postings_of(store.conn, vocab, [term])[0])
             assert got_ids.tolist() == want_ids.tolist() and got_counts.tolist() == want_counts.tolist()
     finally:
         store.close()
@@ -385,7 +385,7 @@ def test_postings_read_together_are_the_terms_read_one_by_one(docs, kept, asked)
     """A question's terms missing from the postings cache are read in one statement: each term's
     postings (repeated, absent and already kept ones alike) are exactly its own read alone."""
     from engine.core.text import fts_terms
-    from engine.stores.sqlite.bm25 import Postings, _counted, _postings
+    from engine.stores.sqlite.bm25 import Postings, _counted, _postings_of
 
     store = SQLiteStore(":memory:", dim=4)
     try:
@@ -400,7 +400,7 @@ def test_postings_read_together_are_the_terms_read_one_by_one(docs, kept, asked)
         cache = Postings()
         cache.get_many(store.conn, vocab, keyed(kept)) if kept else None
         got = cache.get_many(store.conn, vocab, keyed(asked))
-        want = [_counted(_postings(store.conn, vocab, t)) for t in keyed(asked)]
+        want = [_counted(_postings_of(store.conn, vocab, [t])[0]) for t in keyed(asked)]  # each alone
         assert [(i.tolist(), c.tolist()) for i, c in got] == [(i.tolist(), c.tolist()) for i, c in want]
     finally:
         store.close()

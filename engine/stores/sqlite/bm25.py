@@ -65,15 +65,11 @@ def averages(conn: Any, table: str = "records_fts") -> tuple[int, int]:
     return vals[0], sum(vals[1:])
 
 
-def _postings(conn: Any, vocab: str, term: str) -> np.ndarray:
-    """The doc id of each occurrence of `term`, in doc order."""
-    return _postings_of(conn, vocab, [term])[0]
-
-
 def _postings_of(conn: Any, vocab: str, terms: Sequence[str]) -> list[np.ndarray]:
-    """Each term's `_postings`, read in one statement of one scalar subquery per term (a question's
-    terms new to the cache: three terms 79 -> 64 us at 10k records, 166 -> 143 at 100k; `term IN
-    (...) GROUP BY term` sorts every occurrence and took 2.5x as long for common terms at 100k)."""
+    """Each term's postings (the doc id of each occurrence, in doc order), read in one statement of
+    one scalar subquery per term (a question's terms new to the cache: three terms 79 -> 64 us at
+    10k records, 166 -> 143 at 100k; `term IN (...) GROUP BY term` sorts every occurrence and took
+    2.5x as long for common terms at 100k)."""
     wanted = list(dict.fromkeys(terms))
     sub = ", ".join([f"(SELECT group_concat(doc) FROM {vocab} WHERE term = ?)"] * len(wanted))
     got = dict(zip(wanted, conn.execute(f"SELECT {sub}", wanted).fetchone(), strict=True))
