@@ -53,13 +53,19 @@ class SQLiteSearch:
         (current) rows; when superseded rows or a key collision leave fewer than k, every match
         is joined instead (no starvation).
         """
+        if k <= 0:
+            return []
         key = user_key(user_id)
         # the numpy scorer answers exact words only: prefix matches (bm25_prefix) stay with FTS5;
         # without a prefix the MATCH expression (the same terms, quoted) is made only if FTS5 runs
-        terms = None if prefix > 0 else fts_terms(query or "", key=key)
-        match = fts_query(query or "", key=key, prefix=prefix) if terms is None else None
-        if (not terms if terms is not None else match is None) or k <= 0:
-            return []
+        if prefix > 0:
+            terms, match = None, fts_query(query or "", key=key, prefix=prefix)
+            if match is None:
+                return []
+        else:
+            terms, match = fts_terms(query or "", key=key), None
+            if not terms:
+                return []
         valid = "" if include_invalid else " AND r.valid = 1"
         with self._read() as conn:
             found = None if terms is None else self._bm25_numpy(conn, terms, user_id, int(k), valid)
