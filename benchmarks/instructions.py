@@ -138,9 +138,11 @@ def _rounds(db: Path, rounds: int, group: str, plan: dict[str, list[int]] | None
                     user, session = ("session-user", "long-session") if g == "long" else (f"new-user-{i // 10}", "s")
                     text = talk() if g == "long" else fresh()
                     count = plan is not None and g == group and i >= WARM_ROUNDS and i not in plan[g]
-                    _counting(True) if count else None
+                    if count:
+                        _counting(True)
                     result = engine.turn(user, session, text)
-                    _counting(False) if count else None
+                    if count:
+                        _counting(False)
                     counted += count
                     if result.event_fired:
                         fired[g].append(i)

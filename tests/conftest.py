@@ -45,3 +45,19 @@ def store_factory(tmp_path):
     yield make
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def benchmark_script():
+    """`load(name)` -> the module of `benchmarks/<name>.py` (the scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    def load(name: str):
+        path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"memlab_benchmark_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load

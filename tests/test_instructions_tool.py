@@ -3,24 +3,15 @@ says so when valgrind is missing."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 
-def _tool():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "instructions.py"
-    spec = importlib.util.spec_from_file_location("memlab_instructions", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_session_rounds_replay_their_event_plan(tmp_path, monkeypatch):
+def test_the_session_rounds_replay_their_event_plan(tmp_path, monkeypatch, benchmark_script):
     """The rounds fire events on the same turns every time (the counted run relies on it), count
     only the planned ordinary turns of their group, and refuse a plan they do not replay."""
-    tool = _tool()
+    tool = benchmark_script("instructions")
     monkeypatch.delenv("MEMLAB_CALLGRIND", raising=False)  # counting switches are no-ops here
     db = tool._session_db(tmp_path, 40)
     assert db.exists() and Path(f"{db}.now").exists()
@@ -35,8 +26,8 @@ def test_the_session_rounds_replay_their_event_plan(tmp_path, monkeypatch):
         tool._rounds(db, 6, "long", wrong)
 
 
-def test_it_says_when_valgrind_is_missing(tmp_path, monkeypatch, capsys):
-    tool = _tool()
+def test_it_says_when_valgrind_is_missing(tmp_path, monkeypatch, capsys, benchmark_script):
+    tool = benchmark_script("instructions")
     monkeypatch.setattr(tool.shutil, "which", lambda name: None)
     assert tool.main(["retrieval", "--work", str(tmp_path)]) == 2
     assert "valgrind is not installed" in capsys.readouterr().err

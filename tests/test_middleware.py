@@ -338,20 +338,10 @@ def test_tail_window_keeps_tool_pairs(shape, n):
 
 # ---------------------------------------------------------------- the comparison script
 
-def _bench():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "middleware_vs_summarization.py"
-    spec = importlib.util.spec_from_file_location("middleware_vs_summarization", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_comparison_runs_offline(tmp_path):
+def test_comparison_runs_offline(tmp_path, benchmark_script):
     from engine.eval.scenario import parse_scenario
 
-    bench = _bench()
+    bench = benchmark_script("middleware_vs_summarization")
     result = bench.run(parse_scenario(bench.INLINE, source="inline"))
     mem, summ = result["memory"], result["summarization"]
     assert mem["chat"]["calls"] == summ["chat"]["calls"] == 6  # 5 turns + 1 probe, one call each
@@ -382,7 +372,7 @@ def _minimal(schema: dict, defs: dict) -> Any:
     return {"array": [], "string": "x", "number": 0.5, "integer": 1, "boolean": False}.get(schema.get("type"))
 
 
-def test_comparison_runs_against_an_openai_compatible_server():
+def test_comparison_runs_against_an_openai_compatible_server(benchmark_script):
     from engine.eval.scenario import parse_scenario
     from tests.fake_openai import FakeOpenAI, Reply, chat_body, usage
 
@@ -395,7 +385,7 @@ def test_comparison_runs_against_an_openai_compatible_server():
             return Reply(body=chat_body(tool_name=fn["name"], tool_arguments=args, usage=usage(100, 10)))
         return Reply(body=chat_body(content="Noted.", usage=usage(100, 3)))
 
-    bench = _bench()
+    bench = benchmark_script("middleware_vs_summarization")
     with FakeOpenAI(responder) as server:
         result = bench.run(parse_scenario(bench.INLINE, source="inline"), base_url=server.base_url)
         sent = len(server.requests)
