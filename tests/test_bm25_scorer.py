@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3 as stdlib_sqlite3
 from dataclasses import replace
 
@@ -13,7 +14,7 @@ from store_conformance import T0, rec
 
 from engine.core.text import fts_query, index_text, user_key
 from engine.stores.sqlite import SQLiteStore
-from engine.stores.sqlite.bm25 import DocLengths, best, doc_lengths, doc_lengths_packed, score_terms, varints
+from engine.stores.sqlite.bm25 import DocLengths, averages, best, doc_lengths, doc_lengths_packed, score_terms, varints
 from engine.stores.sqlite.driver import sqlite_module
 
 sqlite3 = sqlite_module() or stdlib_sqlite3  # the engine's driver: contentless_delete where SQLite has it
@@ -132,35 +133,43 @@ ops_st = st.lists(st.one_of(
 
 
 @settings(max_examples=60, deadline=None)
-@given(ops=ops_st, k=st.integers(1, 12), include_invalid=st.booleans())
-def test_store_search_bm25_equals_fts5_through_writes(ops, k, include_invalid):
+@given(ops=ops_st, k=st.integers(1, 12), include_invalid=st.booleans(), in_transaction=st.booleans())
+def test_store_search_bm25_equals_fts5_through_writes(ops, k, include_invalid, in_transaction):
     """The store's numpy path (its length cache patched by adds and updates, dropped by forget)
-    returns what FTS5's bm25 ranks, for every user, after any sequence of writes."""
+    returns what FTS5's bm25 ranks, for every user, after any sequence of writes; also with
+    all of them inside one transaction, as the update step writes and searches (FTS5 ranks the
+    transaction's own rows, and so must the numpy path)."""
     store = SQLiteStore(":memory:", dim=4)
     owned: list = []
     try:
-        for op, a, b in ops:
-            if op == "add":
-                owned += store.add_records([rec(a, " ".join(b))], [[1.0, 0.0, 0.0, 0.0]])
-            elif op == "update" and owned:
-                r = owned[a % len(owned)]
-                if store.get_records(r.user_id, [r.id]):
-                    store.update_record(replace(r, content=" ".join(b)))
-            elif op == "supersede" and owned:
-                old, new = owned[a % len(owned)], owned[b % len(owned)]
-                live = {x.id for x in store.records(old.user_id, include_invalid=True)}
-                if old.user_id == new.user_id and old.id != new.id and {old.id, new.id} <= live:
-                    store.supersede(old.user_id, old.id, new.id, T0)
-            elif op == "forget":
-                store.forget_user(a)
-            for n, user in enumerate(USERS):
-                if (n + len(owned)) % 2:  # the user's vectors in memory: current rows known without a join
-                    store.search_dense(user, [1.0, 0.0, 0.0, 0.0], k=1)
-                query = " ".join(b) if op == "search" else WORDS[len(owned) % len(WORDS)]
-                got = store.search_bm25(user, query, k=k, include_invalid=include_invalid)
-                assert got == _fts5_reference(store, user, query, k, include_invalid)
+        with store.transaction() if in_transaction else contextlib.nullcontext():
+            _writes_and_searches(store, owned, ops, k, include_invalid)
     finally:
         store.close()
+
+
+def _writes_and_searches(store, owned, ops, k, include_invalid):
+    """`test_store_search_bm25_equals_fts5_through_writes`' ops, each followed by a search of every user."""
+    for op, a, b in ops:
+        if op == "add":
+            owned += store.add_records([rec(a, " ".join(b))], [[1.0, 0.0, 0.0, 0.0]])
+        elif op == "update" and owned:
+            r = owned[a % len(owned)]
+            if store.get_records(r.user_id, [r.id]):
+                store.update_record(replace(r, content=" ".join(b)))
+        elif op == "supersede" and owned:
+            old, new = owned[a % len(owned)], owned[b % len(owned)]
+            live = {x.id for x in store.records(old.user_id, include_invalid=True)}
+            if old.user_id == new.user_id and old.id != new.id and {old.id, new.id} <= live:
+                store.supersede(old.user_id, old.id, new.id, T0)
+        elif op == "forget":
+            store.forget_user(a)
+        for n, user in enumerate(USERS):
+            if (n + len(owned)) % 2:  # the user's vectors in memory: current rows known without a join
+                store.search_dense(user, [1.0, 0.0, 0.0, 0.0], k=1)
+            query = " ".join(b) if op == "search" else WORDS[len(owned) % len(WORDS)]
+            got = store.search_bm25(user, query, k=k, include_invalid=include_invalid)
+            assert got == _fts5_reference(store, user, query, k, include_invalid)
 
 
 def test_many_superseded_best_matches_stay_on_the_numpy_path():
@@ -284,9 +293,10 @@ def test_patched_postings_equal_the_index(ops):
 
 def test_inside_a_transaction_every_match_is_ranked_at_once():
     """The update step searches inside the event's transaction for a new record's older versions,
-    the rows most often superseded: there the best-few pass (which lost 83 % of such searches in a
-    long session and then cost a second FTS5 pass) is skipped, and the answer is FTS5's own ranking
-    of every match, new rows of the transaction included."""
+    the rows most often superseded: the numpy path answers there too (FTS5's ranking of every
+    match, the transaction's new rows included), and where FTS5 answers (a prefix) the best-few
+    pass (which lost 83 % of such searches in a long session and then cost a second FTS5 pass)
+    is skipped for the ranking of every match."""
     store = SQLiteStore(":memory:", dim=4)
     try:
         v = [1.0, 0.0, 0.0, 0.0]
@@ -302,13 +312,56 @@ def test_inside_a_transaction_every_match_is_ranked_at_once():
         assert len(first) == 1  # outside a transaction the best few are tried first ...
         with store.transaction():
             new = store.add_records([rec("u1", "alpha alpha alpha alpha")], [v])[0]
+            numpy_path = []
+            real_numpy = store._bm25_numpy
+            store._bm25_numpy = lambda *a: numpy_path.append(a) or real_numpy(*a)  # type: ignore[method-assign]
             got = store.search_bm25("u1", "alpha", k=20)
+            assert len(numpy_path) == 1
             assert got == _fts5_reference(store, "u1", "alpha", 20, False)
             assert got[0][0] == new.id and [i for i, _ in got[1:]] == [i for i, _ in outside][:19]
             assert store.search_bm25("u1", "alpha", k=20, prefix=3) == got
         assert len(first) == 1  # ... but inside one the best-few pass is never tried
     finally:
         store.close()
+
+
+def test_a_rollback_that_undid_the_vocab_table_is_followed():
+    """The keyword path's fts5vocab table is made on the first search, inside a transaction when
+    that is where the first search runs (the update step's): a rollback undoes it, and the next
+    search makes it again instead of failing on a missing table."""
+    store = SQLiteStore(":memory:", dim=4)
+    try:
+        store.add_records([rec("u1", "alpha beta")], [[1.0, 0.0, 0.0, 0.0]])
+        with pytest.raises(RuntimeError), store.transaction():
+            assert [i for i, _ in store.search_bm25("u1", "alpha", k=5)] == [1]
+            raise RuntimeError("the event failed")
+        assert [i for i, _ in store.search_bm25("u1", "alpha", k=5)] == [1]
+    finally:
+        store.close()
+
+
+def test_inside_a_transaction_the_scores_count_the_transactions_rows():
+    """FTS5 writes a transaction's rows and its row and token totals when a savepoint opens or the
+    transaction commits: after bare INSERTs its averages record still holds the totals from before
+    them, while FTS5's own bm25 counts them. score_terms makes FTS5 write them first (a savepoint
+    opened and released), so its scores are FTS5's inside the transaction too."""
+    conn = _table([("u1", ["alpha", "beta"]), ("u1", ["alpha"] * 3), ("u2", ["gamma"])], ())
+    conn.isolation_level = None
+    key = user_key("u1")
+    conn.execute("BEGIN")
+    for rid, words in ((10, ["alpha"] * 9 + ["beta"]), (11, ["beta", "gamma"]), (12, ["alpha", "delta"] * 4)):
+        conn.execute("INSERT INTO records_fts(rowid, body) VALUES (?, ?)",
+                     (rid, index_text(" ".join(words), key=key)))
+    assert averages(conn)[0] == 3  # the record on disk: the totals from before the inserts
+    match = f'"{key}alpha" OR "{key}beta"'
+    want = conn.execute("SELECT rowid, bm25(records_fts) s FROM records_fts WHERE records_fts MATCH ? "
+                        "ORDER BY s, rowid", (match,)).fetchall()
+    ids, scores = score_terms(conn, [key + "alpha", key + "beta"], vocab="temp.fv")
+    order = np.lexsort((ids, scores))
+    assert [int(i) for i in ids[order]] == [r for r, _ in want]
+    np.testing.assert_allclose(scores[order], [s for _, s in want], rtol=1e-12, atol=0)
+    assert averages(conn)[0] == 6 and conn.in_transaction
+    conn.execute("ROLLBACK")
 
 
 @settings(max_examples=300, deadline=None)

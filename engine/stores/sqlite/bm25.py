@@ -30,8 +30,8 @@ import numpy as np
 from engine.core.lru import LRU
 from engine.stores.sqlite.idindex import IdIndex
 
-__all__ = ["K1", "B", "DocLengths", "Postings", "averages", "best", "doc_lengths", "doc_lengths_packed", "scorable",
-           "score_terms", "varints"]
+__all__ = ["K1", "B", "DocLengths", "Postings", "averages", "best", "doc_lengths", "doc_lengths_packed", "flush_totals",
+           "scorable", "score_terms", "varints"]
 
 K1 = 1.2
 B = 0.75
@@ -167,6 +167,16 @@ def _json_ids(ids: np.ndarray) -> str:
     return "[" + ",".join(map(str, ids.tolist())) + "]"
 
 
+def flush_totals(conn: Any) -> None:
+    """Make FTS5's averages record count the open transaction's own rows. FTS5 keeps a
+    transaction's new rows in memory (its queries, the vocab table's included, see them) and
+    writes them out with the row and token totals when a savepoint opens or the transaction
+    commits: after a bare INSERT the record still holds the totals from before it, and bm25 made
+    from them is not FTS5's. Opening and releasing a savepoint writes them."""
+    conn.execute("SAVEPOINT fts_totals")
+    conn.execute("RELEASE fts_totals")
+
+
 def scorable(terms: list[str]) -> bool:
     """Whether `score_terms` can score this OR of phrases: each one lower-case ASCII alphanumeric term."""
     return bool(terms) and all(t.isascii() and t.isalnum() and t == t.lower() for t in terms)
@@ -177,14 +187,14 @@ def score_terms(conn: Any, terms: list[str], *, vocab: str, table: str = "record
                 index: IdIndex | None = None):
     """(ids ascending, FTS5 bm25 scores) of the rows matching any of `terms` (an OR of
     single-term phrases), or None unless every term is one lower-case ASCII alphanumeric FTS5 term
-    (unicode61 would fold or split anything else; a phrase needs positions) or when `conn` is
-    inside a transaction, or when `lengths` (a `doc_lengths` cache, read instead of the docsize
-    table) lacks a matching row. `postings`: a `Postings` cache read instead of the vocab table;
-    `index`: an IdIndex of `lengths`' ids (`DocLengths.indexed`)."""
+    (unicode61 would fold or split anything else; a phrase needs positions), or when `lengths` (a
+    `doc_lengths` cache, read instead of the docsize table) lacks a matching row. `postings`: a
+    `Postings` cache read instead of the vocab table; `index`: an IdIndex of `lengths`' ids
+    (`DocLengths.indexed`). Inside a transaction its own rows count too (`flush_totals`)."""
     if not scorable(terms):
         return None
-    if conn.in_transaction:  # FTS5 writes its averages record at commit: this one may be stale
-        return None
+    if conn.in_transaction:
+        flush_totals(conn)
     n_rows, n_tokens = averages(conn, table)
     per_term = (postings.get_many(conn, vocab, terms) if postings is not None
                 else [_counted(occ) for occ in _postings_of(conn, vocab, terms)])

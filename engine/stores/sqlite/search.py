@@ -73,7 +73,8 @@ class SQLiteSearch:
                 return found
             match = match or fts_query(query or "", key=key)
             # inside a transaction (the update step's search for a new record's older versions,
-            # which are the rows most often superseded) the best few mostly were not enough: the
+            # which are the rows most often superseded, when the numpy path cannot answer it: a
+            # phrase, a folded term, a prefix) the best few mostly were not enough: the
             # top-first pass lost 83 % of those searches at turn 2,000 of a session and cost a
             # whole FTS5 bm25 pass each time, so they take every match at once (measured: the
             # keyword path per event turn 12.4-16.2 -> 7.3-9.8 ms; LoCoMo conv-26's ingest, where
@@ -93,8 +94,9 @@ class SQLiteSearch:
     def _bm25_numpy(self, conn: Any, terms: list[str], user_id: str, k: int, valid: str):
         """FTS5's bm25 ranking computed by engine.stores.sqlite.bm25 from the terms' postings and
         the user's cached document lengths; None where it cannot answer exactly (a phrase, a
-        folded term, an open transaction, a match outside the user's rows)."""
-        if conn.in_transaction or not scorable(terms):
+        folded term, a match outside the user's rows). Inside a transaction too: the update step
+        searches for a new record's older versions inside the event's."""
+        if not scorable(terms):
             return None
         self._sync(conn)
         if not self._fts_vocab:

@@ -281,6 +281,7 @@ class SQLiteStore(SharedSQL, SQLiteRecords, SQLiteSearch):
         self._by_id.clear()
         self._by_id_at = None
         self._tagged_cache.clear()
+        self._fts_vocab = False  # a rollback undoes the fts5vocab table if this transaction made it
 
     def _sync(self, conn: Any) -> None:
         """Drop what reads kept here without a version of their own (partition sizes, profiles,
