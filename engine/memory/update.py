@@ -88,8 +88,14 @@ def record_view(record: MemoryRecord) -> RecordView:
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    va, vb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    na, nb = np.linalg.norm(va), np.linalg.norm(vb)
+    va = np.asarray(a, dtype=float)
+    return _cosine_to(va, np.linalg.norm(va), b)
+
+
+def _cosine_to(va: np.ndarray, na: float, b: Sequence[float]) -> float:
+    """`cosine(a, b)` for `va` = a as float64 and `na` its norm (the same operations)."""
+    vb = np.asarray(b, dtype=float)
+    nb = np.linalg.norm(vb)
     return float(va @ vb / (na * nb)) if na > 0 and nb > 0 else 0.0
 
 
@@ -151,11 +157,13 @@ def best_match(vector: Sequence[float], blocked: Sequence[MemoryRecord], stored:
     best: MemoryRecord | None = None
     best_cos = 0.0
     compared = 0
+    va = np.asarray(vector, dtype=float)  # the new record's side of every comparison, made once
+    na = np.linalg.norm(va)
     for r in blocked:
         if r.id not in stored:
             continue
         compared += 1
-        c = cosine(vector, stored[r.id])
+        c = _cosine_to(va, na, stored[r.id])
         if c >= threshold and (best is None or c > best_cos):
             best, best_cos = r, c
     return Match(record=best, cosine=best_cos, compared=compared)
