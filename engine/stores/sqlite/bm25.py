@@ -289,7 +289,9 @@ class DocLengths:
             before = known[0]
             known = self._known[user_id] = _merge(known, pending)
             index = self._indexes.pop(user_id, None)
-            if index is not None and len(before) and min(pending) > before[-1]:  # rows appended: the common write
+            if index is not None and known[0] is before:  # rows rewritten (an update's merge): the same ids
+                self._indexes[user_id] = index
+            elif index is not None and len(before) and min(pending) > before[-1]:  # rows appended: the common write
                 self._indexes[user_id] = index.extended(known[0])
         return known
 
@@ -308,6 +310,11 @@ def _merge(known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]) -> tup
     new_lens = np.array([pending[i] for i in new_ids.tolist()], dtype=np.float64)
     if len(ids) == 0 or new_ids[0] > ids[-1]:  # the common case: appended rows
         return np.concatenate([ids, new_ids]), np.concatenate([lens, new_lens])
+    at = np.searchsorted(ids, new_ids)
+    if int(at[-1]) < len(ids) and bool((ids[at] == new_ids).all()):  # rows rewritten: the same ids, new lengths
+        lens = lens.copy()
+        lens[at] = new_lens
+        return ids, lens
     keep = ~np.isin(ids, new_ids)
     all_ids = np.concatenate([ids[keep], new_ids])
     order = np.argsort(all_ids, kind="stable")
