@@ -294,16 +294,16 @@ class MemoryEngine:
         """Batch ingest of a conversation that already happened (a documented public path).
 
         Each message is `{"role", "content", "at", "name"?}` (or a `Message`); `at` is when it was
-        said (tz-aware; the clock's now when absent). The messages are archived in order, then one
-        event runs over everything pending in the session, exactly the turn's event: extraction in
-        overlapping windows, the dimension-aware update, tuning and induction. No chat call and no
-        retrieval. `extract=False` only archives (the next event picks them up).
+        said (tz-aware; the clock's now when absent). The messages are archived in order, in one
+        transaction: all of them or, when one is refused (a naive time, a bad id), none, so the batch
+        can be sent again whole. Then one event runs over everything pending in the session, exactly
+        the turn's event: extraction in overlapping windows, the dimension-aware update, tuning and
+        induction. No chat call and no retrieval. `extract=False` only archives (the next event
+        picks them up).
         """
         with self._lock, self.events_log.collecting() as events:
-            stored = [self.observe(user_id, session_id, m.role, m.content, name=m.name, at=m.created_at,
-                                   tool_call_id=m.tool_call_id) if isinstance(m, Message)
-                      else self.observe(user_id, session_id, m.get("role", "user"), m["content"], name=m.get("name"),
-                                        at=m.get("at")) for m in messages]
+            with self.store.transaction():  # one commit for the batch, not one a message
+                stored = self._archive(user_id, session_id, messages)
             event_no = None
             if extract and pending_messages(self.store, user_id, session_id):
                 event_no = new_event_no(self, user_id)
@@ -319,6 +319,13 @@ class MemoryEngine:
             elif e.kind == "error":
                 counts["errors"] += 1
         return IngestResult(messages=stored, event_no=event_no, **counts)
+
+    def _archive(self, user_id: str, session_id: str, messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+        """`observe` each message of a batch, in order."""
+        return [self.observe(user_id, session_id, m.role, m.content, name=m.name, at=m.created_at,
+                             tool_call_id=m.tool_call_id) if isinstance(m, Message)
+                else self.observe(user_id, session_id, m.get("role", "user"), m["content"], name=m.get("name"),
+                                  at=m.get("at")) for m in messages]
 
     # ------------------------------------------------------------------ retrieval
     def parse_query(self, text: str, *, speaker: str | None = None, now: datetime | None = None) -> ParsedQuery:
