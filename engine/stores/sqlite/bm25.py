@@ -257,16 +257,19 @@ class DocLengths:
         self._known: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pending: dict[str, dict[int, int]] = {}
         self._indexes: dict[str, IdIndex] = {}
+        self._room: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # arrays that `_known`'s are the start of
 
     def clear(self) -> None:
         self._known.clear()
         self._pending.clear()
         self._indexes.clear()
+        self._room.clear()
 
     def pop(self, user_id: str) -> None:
         self._known.pop(user_id, None)
         self._pending.pop(user_id, None)
         self._indexes.pop(user_id, None)
+        self._room.pop(user_id, None)
 
     def noted(self, user_id: str, conn: Any, ids: list[int]) -> None:
         if user_id not in self._known or not ids:
@@ -287,13 +290,32 @@ class DocLengths:
         pending = self._pending.pop(user_id, None)
         if pending:
             before = known[0]
-            known = self._known[user_id] = _merge(known, pending)
+            appended = len(before) == 0 or min(pending) > before[-1]
+            known = self._known[user_id] = self._appended(user_id, known, pending) if appended else _merge(known, pending)
             index = self._indexes.pop(user_id, None)
             if index is not None and known[0] is before:  # rows rewritten (an update's merge): the same ids
                 self._indexes[user_id] = index
             elif index is not None and len(before) and min(pending) > before[-1]:  # rows appended: the common write
                 self._indexes[user_id] = index.extended(known[0])
         return known
+
+    def _appended(self, user_id: str, known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """`known` with the rows of `pending` (larger ids) after it, written into room kept after
+        the user's arrays: rows appended one write at a time (the update step adds a record, then
+        searches) cost their own size, not a copy of the user's lengths (16 MB at 1M records)."""
+        ids, lens = known
+        n, new_ids = len(ids), sorted(pending)
+        m = len(new_ids)
+        room = self._room.get(user_id)
+        if room is None or ids.base is not room[0] or lens.base is not room[1] or n + m > len(room[0]):
+            cap = n + m + max((n + m) // 4, 256)
+            room = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.float64)
+            room[0][:n], room[1][:n] = ids, lens
+            self._room[user_id] = room
+        room[0][n:n + m] = new_ids
+        room[1][n:n + m] = [pending[i] for i in new_ids]
+        return room[0][:n + m], room[1][:n + m]
 
     def indexed(self, user_id: str, conn: Any) -> tuple[tuple[np.ndarray, np.ndarray], IdIndex]:
         """`get(user_id, conn)` and an IdIndex of its ids (pending rows merged first)."""
@@ -305,14 +327,14 @@ class DocLengths:
 
 
 def _merge(known: tuple[np.ndarray, np.ndarray], pending: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """`known` (ids ascending, lengths) with the rows of `pending` (id: length) in it. Rows that are
+    all in it already (rewritten by updates) get their new lengths written into `known`'s own array,
+    which is returned with the same ids; otherwise new arrays."""
     ids, lens = known
     new_ids = np.array(sorted(pending), dtype=np.int64)
     new_lens = np.array([pending[i] for i in new_ids.tolist()], dtype=np.float64)
-    if len(ids) == 0 or new_ids[0] > ids[-1]:  # the common case: appended rows
-        return np.concatenate([ids, new_ids]), np.concatenate([lens, new_lens])
     at = np.searchsorted(ids, new_ids)
     if int(at[-1]) < len(ids) and bool((ids[at] == new_ids).all()):  # rows rewritten: the same ids, new lengths
-        lens = lens.copy()
         lens[at] = new_lens
         return ids, lens
     keep = ~np.isin(ids, new_ids)
