@@ -115,6 +115,10 @@ def test_event_turns_nearest_a_mark_are_chosen_by_distance():
     mark = summarize_session(samples, marks=(10,))["marks"][0]
     assert mark["event_turns"] == [2, 9, 15]
     assert mark["ordinary_turns"] == 8 and mark["rows_read_last_ordinary"]["turn"] == 10
+    # and every event turn of the mark's window (turns 1-10), apart from the three nearest the mark
+    assert mark["window_event_turns"] == 2 and mark["window_event_p50_ms"] == 5.5
+    later = summarize_session(samples, marks=(30,))["marks"][0]  # window 21-30: one event turn
+    assert later["window_event_turns"] == 1 and later["window_event_p50_ms"] == 30.0
 
 
 def test_perf_main_prints_one_table_and_writes_json_with_run_metadata(tmp_path, capsys):

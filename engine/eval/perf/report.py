@@ -136,12 +136,14 @@ def _session_lines(session: dict[str, Any]) -> list[str]:
     lines = [f"one session of {session['turns']} turns (MemoryEngine.turn, scripted models, virtual clock "
              f"{lo:.0f}-{hi:.0f} s per turn, {session['events']} events):",
              f"{'turn':>6}{'ordinary p50 ms':>17}{'(turns)':>9}{'event p50 ms':>14}  {'event turns':<16}"
+             f"{'window events p50 ms':>22}{'(turns)':>9}"
              f"{'rows read/ordinary turn':>24}{'DB KB':>9}{'B/turn':>8}{'B/turn since':>14}{'events':>8}{'scores':>8}"]
     for m in session["marks"]:
         last = m["rows_read_last_ordinary"]
         rows = "-" if last is None else f"{_fmt(m['rows_read_ordinary_p50'], '.0f')} (turn {last['turn']}: {last['rows']})"
         lines.append(f"{m['mark']:>6}{_fmt(m['ordinary_p50_ms']):>17}{m['ordinary_turns']:>9}"
-                     f"{_fmt(m['event_p50_ms']):>14}  {','.join(map(str, m['event_turns'])) or '-':<16}{rows:>24}"
+                     f"{_fmt(m['event_p50_ms']):>14}  {','.join(map(str, m['event_turns'])) or '-':<16}"
+                     f"{_fmt(m.get('window_event_p50_ms')):>22}{m.get('window_event_turns', 0):>9}{rows:>24}"
                      + _db_cells(m.get("db")))
     beside = session.get("side_by_side")
     if beside:

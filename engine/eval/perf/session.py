@@ -192,6 +192,7 @@ def _db_at(samples: Sequence[TurnSample], mark: int, previous: int | None) -> di
 def _at_mark(samples: Sequence[TurnSample], mark: int, previous: int | None = None) -> dict[str, Any]:
     window = max(10, mark // 10)
     ordinary = [s for s in samples if mark - window < s.n <= mark and not s.event]
+    in_window = [s for s in samples if mark - window < s.n <= mark and s.event]
     events = sorted((s for s in samples if s.event), key=lambda s: (abs(s.n - mark), s.n))
     near = sorted(events[:EVENT_TURNS_NEAR_MARK], key=lambda s: s.n)
     last = max(ordinary, key=lambda s: s.n) if ordinary else None
@@ -203,6 +204,10 @@ def _at_mark(samples: Sequence[TurnSample], mark: int, previous: int | None = No
         "ordinary_max_ms": round(max(s.seconds for s in ordinary) * 1000, 3) if ordinary else None,
         "event_turns": [s.n for s in near],
         "event_p50_ms": _ms([s.seconds for s in near]),
+        # every event turn of the ordinary turns' window (about one in nine turns): a median over
+        # enough of them to compare runs by, which the three nearest the mark are not
+        "window_event_turns": len(in_window),
+        "window_event_p50_ms": _ms([s.seconds for s in in_window]),
         "rows_read_ordinary_p50": statistics.median([s.rows_read for s in ordinary]) if ordinary else None,
         "rows_read_last_ordinary": None if last is None else {"turn": last.n, "rows": last.rows_read,
                                                              "by_method": last.reads},
