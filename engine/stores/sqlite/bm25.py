@@ -290,12 +290,16 @@ class DocLengths:
         pending = self._pending.pop(user_id, None)
         if pending:
             before = known[0]
-            appended = len(before) == 0 or min(pending) > before[-1]
-            known = self._known[user_id] = self._appended(user_id, known, pending) if appended else _merge(known, pending)
+            appended = len(before) == 0 or min(pending) > before[-1]  # rows appended: the common write
+            if appended:
+                known = self._appended(user_id, known, pending)
+            else:
+                known = _merge(known, pending)
+            self._known[user_id] = known
             index = self._indexes.pop(user_id, None)
             if index is not None and known[0] is before:  # rows rewritten (an update's merge): the same ids
                 self._indexes[user_id] = index
-            elif index is not None and len(before) and min(pending) > before[-1]:  # rows appended: the common write
+            elif index is not None and len(before) and appended:
                 self._indexes[user_id] = index.extended(known[0])
         return known
 
