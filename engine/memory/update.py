@@ -29,7 +29,7 @@ from engine.memory.retrieval import record_text
 from engine.roles.types import ConsolidationInput, RecordView
 from engine.stores.base import Store
 
-__all__ = ["UpdateStats", "apply_updates", "record_view", "keyword_set", "cosine", "block", "best_match", "Match",
+__all__ = ["UpdateStats", "apply_updates", "record_view", "keyword_set", "block", "best_match", "Match",
            "blocking_pool", "subject_attribute"]
 
 
@@ -87,13 +87,8 @@ def record_view(record: MemoryRecord) -> RecordView:
     )
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    va = np.asarray(a, dtype=float)
-    return _cosine_to(va, np.linalg.norm(va), b)
-
-
 def _cosine_to(va: np.ndarray, na: float, b: Sequence[float]) -> float:
-    """`cosine(a, b)` for `va` = a as float64 and `na` its norm (the same operations)."""
+    """The cosine of `va` (a float64 vector, `na` its norm) and `b` (0 when either is all zeros)."""
     vb = np.asarray(b, dtype=float)
     nb = np.linalg.norm(vb)
     return float(va @ vb / (na * nb)) if na > 0 and nb > 0 else 0.0
