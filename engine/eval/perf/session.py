@@ -191,8 +191,9 @@ def _db_at(samples: Sequence[TurnSample], mark: int, previous: int | None) -> di
 
 def _at_mark(samples: Sequence[TurnSample], mark: int, previous: int | None = None) -> dict[str, Any]:
     window = max(10, mark // 10)
-    ordinary = [s for s in samples if mark - window < s.n <= mark and not s.event]
-    in_window = [s for s in samples if mark - window < s.n <= mark and s.event]
+    turns = [s for s in samples if mark - window < s.n <= mark]
+    ordinary = [s for s in turns if not s.event]
+    in_window = [s for s in turns if s.event]
     events = sorted((s for s in samples if s.event), key=lambda s: (abs(s.n - mark), s.n))
     near = sorted(events[:EVENT_TURNS_NEAR_MARK], key=lambda s: s.n)
     last = max(ordinary, key=lambda s: s.n) if ordinary else None
