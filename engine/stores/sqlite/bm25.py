@@ -295,6 +295,8 @@ class DocLengths:
                 known = self._appended(user_id, known, pending)
             else:
                 known = _merge(known, pending)
+                if known[0] is not before:  # new arrays: the room after the old ones is no use
+                    self._room.pop(user_id, None)
             self._known[user_id] = known
             index = self._indexes.pop(user_id, None)
             if index is not None and known[0] is before:  # rows rewritten (an update's merge): the same ids
